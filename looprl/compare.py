@@ -8,7 +8,6 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 from __future__ import annotations
 import json, math, sys
 from pathlib import Path
-from fastcore.imports import IN_NOTEBOOK
 import torch
 from .state import latest_checkpoint, CHECKPOINTS
 
@@ -95,4 +94,4 @@ def main(argv=None):
           else format_table(rows) + f"\n\n{'EQUAL' if ok else 'DIFFERENT'}: {args.run_a} vs {args.run_b}")
     sys.exit(0 if ok else 1)
 
-if __name__ == "__main__" and not IN_NOTEBOOK: main()
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs
