@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'restore_rng', 'checkpoint_name',
-           'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state',
-           'read_contract', 'contract_differences', 'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'restore_rng', 'fault_point',
+           'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
+           'load_loop_state', 'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -52,6 +52,19 @@ def restore_rng(d: dict):
     for i, s in enumerate(d["torch_cuda"]): torch.cuda.set_rng_state(s, i)
 
 # %% ../nbs/09_state.ipynb #091024fd
+_FAULT_COUNTS: dict = {}
+
+def fault_point(name: str):
+    """Crash-test hook: with `LOOPRL_FAULT="name@k"` in the environment, the k-th time this process
+    reaches `fault_point(name)` it kills itself with SIGKILL (no cleanup, like a power cut). Unset, it
+    does nothing. The crash tests use it to stop a run in the middle of a checkpoint or a publication."""
+    spec = os.environ.get("LOOPRL_FAULT")
+    if not spec or not spec.startswith(name + "@"): return
+    _FAULT_COUNTS[name] = _FAULT_COUNTS.get(name, 0) + 1
+    if _FAULT_COUNTS[name] == int(spec.split("@")[1]):
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
 def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2) -> Path:
@@ -63,6 +76,7 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=ck))
     try:
         write_trainer(tmp)
+        fault_point("checkpoint")
         torch.save(capture_rng(), tmp / "rng.pt")
         (tmp / "loop.json").write_text(json.dumps(loop_state, indent=1, sort_keys=True))
         for f in tmp.iterdir():
