@@ -196,7 +196,8 @@ class Engine:
         self.max_batch, self.max_len = max_batch, max_len or cfg.max_positions
         if not 1 <= self.max_len <= cfg.max_positions: raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
         if max_batch < 1: raise ValueError(f"max_batch must be ≥ 1, got {max_batch}")
-        self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):   # the engine draws nothing from global RNGs
+            self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
         need, have = KVCache.nbytes_for(cfg, max_batch, self.max_len, dtype), _memory_available(self.device)
         if need > have:
             raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {cfg.kv_planes} planes needs {need / 2**30:.1f} GiB, "

@@ -365,3 +365,14 @@ def test_failure_while_copying_refuses_generation_until_a_complete_publication(c
     monkeypatch.setattr(E.Publication, "apply", real_apply)
     assert e.publish(1, read_tensors(ckpts["huginn_raven"])) == e.committed_digest   # the committed version, re-applied in full
     assert e.generate(probe) == before and e.committed_version == 1
+
+
+def test_engine_leaves_global_rng_alone(ckpts):
+    "Building an engine, publishing and generating draw nothing from torch's global generator (resume equality)."
+    other = other_weights("huginn_raven")
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    e = Engine.from_checkpoint(ckpts["huginn_raven"], max_batch=2, max_len=16)
+    e.generate([Request([4, 5], seed=1, max_new_tokens=5), Request([6], seed=2, max_new_tokens=3)])
+    e.publish(2, other)
+    assert torch.equal(torch.random.get_rng_state(), state)
