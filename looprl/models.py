@@ -13,9 +13,9 @@ from torch.utils.checkpoint import checkpoint
 from .config import LoopedConfig, tiny_config, real_config, FAMILIES
 
 # %% auto #0
-__all__ = ['PROVIDERS', 'RMSNorm', 'rope_inv_freq', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache', 'Ctx',
-           'HuginnAttention', 'LlamaAttention', 'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock', 'LlamaBlock',
-           'LoopedLM', 'param_count', 'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights',
+__all__ = ['PROVIDERS', 'RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
+           'Ctx', 'HuginnAttention', 'LlamaAttention', 'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock',
+           'LlamaBlock', 'LoopedLM', 'param_count', 'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights',
            'decode_logits', 'recompute']
 
 # %% ../nbs/02_models.ipynb #fee234b5
@@ -30,15 +30,29 @@ class RMSNorm(nn.Module):
         return self.weight * h.to(x.dtype)
 
 # %% ../nbs/02_models.ipynb #50f7077d
+@contextmanager
+def _one_thread():
+    "Elementwise CPU kernels split work by thread count; tables computed under one thread are the same everywhere."
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try: yield
+    finally: torch.set_num_threads(n)
+
 def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
-    "θ^(-2i/d) for i < d/2, in FP32."
-    return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    "θ^(-2i/d) for i < d/2, in FP32, computed on the CPU."
+    with _one_thread():
+        return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim))
+
+def rope_table(head_dim: int, base: float, length: int) -> torch.Tensor:
+    "cos and sin of t·θ^(-2i/d) for t < length: `[length, head_dim/2, 2]` FP32, computed on the CPU under one thread."
+    with _one_thread():
+        ang = torch.outer(torch.arange(length, dtype=torch.float32, device="cpu"), rope_inv_freq(head_dim, base))
+        return torch.stack([ang.cos(), ang.sin()], dim=-1)
 
 def huginn_freqs_cis(cfg: LoopedConfig, device=None) -> torch.Tensor:
     "Huginn's persistent RoPE buffer `[1, block_size, 1, head_dim/2, 2]` (cos, sin) in FP32."
-    t = torch.arange(cfg.max_positions, dtype=torch.float32, device=device)
-    ang = torch.outer(t, rope_inv_freq(cfg.head_dim, cfg.rope_base).to(device))
-    return torch.stack([ang.cos(), ang.sin()], dim=-1)[None, :, None]
+    t = rope_table(cfg.head_dim, cfg.rope_base, cfg.max_positions)[None, :, None]
+    return t if device is None else t.to(device)
 
 def rope_interleaved(x, cos, sin):
     "Rotate adjacent pairs of `x` [B,S,H,D] by the angles whose cos/sin are [B,S,1,D/2] (FP32 math)."
@@ -194,10 +208,12 @@ class LoopedLM(nn.Module):
 
     def _ctx(self, input_ids, positions, cache):
         B, S = input_ids.shape
-        if positions is None: positions = torch.arange(S, device=input_ids.device).expand(B, S)
-        if cache is None and int(positions.max()) >= self.cfg.max_positions:
-            raise ValueError(f"position {int(positions.max())} is beyond the model's {self.cfg.max_positions} positions")
-        cos, sin = self.rope_angles(positions)
+        if positions is None: positions, n = torch.arange(S, device=input_ids.device).expand(B, S), S
+        elif cache is not None: n = cache.max_len                 # no device read: capturable in a CUDA graph
+        else: n = int(positions.max()) + 1
+        if n > self.cfg.max_positions:
+            raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
+        cos, sin = self.rope_angles(positions, n)
         return Ctx(positions, cos[:, :, None], sin[:, :, None], cache)
 
     def logits(self, h):
@@ -231,7 +247,7 @@ class HuginnLM(LoopedLM):
             ln_f=RMSNorm(E, cfg.norm_eps)))
         self._head_init()
         if role == "actor" and cfg.tie_embeddings: self.lm_head.weight = self.transformer.wte.weight
-        self.register_buffer("freqs_cis", huginn_freqs_cis(cfg), persistent=True)
+        self.register_buffer("freqs_cis", huginn_freqs_cis(cfg, self.transformer.wte.weight.device), persistent=True)
         self.emb_scale = math.sqrt(E)
 
     def _apply(self, fn, recurse=True):
@@ -242,7 +258,7 @@ class HuginnLM(LoopedLM):
         if fc.device != dev: self._buffers["freqs_cis"] = fc.to(dev)
         return self
 
-    def rope_angles(self, positions):
+    def rope_angles(self, positions, n: int = 0):
         cs = self.freqs_cis[0, :, 0][positions]           # [B,S,D/2,2]
         return cs[..., 0], cs[..., 1]
 
@@ -273,19 +289,16 @@ class _LoopedDecoder(LoopedLM):
         self.model.layers = nn.ModuleList(self.block_cls(cfg) for _ in range(cfg.n_core))
         self.model.norm = RMSNorm(cfg.hidden_size, cfg.norm_eps)
         self._head_init()
-        self.register_buffer("inv_freq", rope_inv_freq(cfg.head_dim, cfg.rope_base), persistent=False)
+        self._rope = {}     # device → cos/sin table of the positions seen so far (not part of the state dict)
 
-    def _apply(self, fn, recurse=True):
-        inv = self._buffers.pop("inv_freq")
-        try: super()._apply(fn, recurse)
-        finally: self._buffers["inv_freq"] = inv
-        dev = self.model.embed_tokens.weight.device
-        if inv.device != dev: self._buffers["inv_freq"] = inv.to(dev)
-        return self
-
-    def rope_angles(self, positions):
-        ang = positions[..., None].float() * self.inv_freq
-        return ang.cos(), ang.sin()
+    def rope_angles(self, positions, n: int):
+        "cos/sin for `positions`, all below `n` (a bound known without reading the device)."
+        tab = self._rope.get(positions.device)
+        if tab is None or tab.shape[0] < n:
+            L = min(max(256, 1 << (n - 1).bit_length()), max(self.cfg.max_positions, n))
+            tab = self._rope[positions.device] = rope_table(self.cfg.head_dim, self.cfg.rope_base, L).to(positions.device)
+        cs = tab[positions]                                  # [B,S,D/2,2]
+        return cs[..., 0], cs[..., 1]
 
     def loop_states(self, input_ids, positions=None, cache=None):
         "The normalised state after every loop (the last one is the readout)."

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'restore_rng', 'fault_point',
-           'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
-           'load_loop_state', 'read_contract', 'contract_differences', 'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'seed_everything', 'restore_rng',
+           'fault_point', 'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state',
+           'latest_checkpoint', 'load_loop_state', 'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -41,6 +41,10 @@ def capture_rng() -> dict:
                 numpy=[npst[0], torch.from_numpy(npst[1].astype(np.int64)), int(npst[2]), int(npst[3]), float(npst[4])],
                 torch_cpu=torch.get_rng_state(),
                 torch_cuda=[torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [])
+
+def seed_everything(seed: int):
+    "Seed Python, NumPy and torch (CPU and CUDA) from the run seed: a new run starts from a known state."
+    random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 def restore_rng(d: dict):
     "Restore what `capture_rng` captured."
