@@ -232,7 +232,6 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     use_gpus = o.device == "cuda"
     s = p.settings
-    seed_everything(o.seed)
     trainer_kwargs = dict(model_dir=str(o.model_dir), settings=asdict(s), device="cuda" if use_gpus else "cpu", seed=o.seed)
     engine_kwargs = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device="cuda" if use_gpus else "cpu",
                          max_batch=max(1, o.rollout_batch_size * o.group_size), max_len=o.max_prompt_tokens + o.max_response_tokens,
@@ -241,6 +240,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     mode = "local" if o.ray_address == "local" else "ray"
     pl = Placement(mode, trainer_kwargs, engine_kwargs, use_gpus=use_gpus, ray_address=None if mode == "local" else o.ray_address,
                    train_env_vars=o.train_env_vars)
+    seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
     startup = time.perf_counter() - t0
     try:
         if loop is not None:

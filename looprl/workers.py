@@ -22,8 +22,8 @@ class TrainerWorker:
     "Owns the actor/critic learners on the training device."
     def __init__(self, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
         os.environ.update(env_vars or {})
-        seed_everything(seed)
         self.trainer = build_trainer(model_dir, TrainSettings(**settings), device)
+        seed_everything(seed)      # generators start from the run seed once the models are built, wherever this runs
 
     def ready(self): return True
     def device(self): return str(self.trainer.device)
