@@ -88,7 +88,7 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
     dt = getattr(torch, dtype)
     with torch.device(src): m = build_model(cfg, dtype=dt)
     init_weights(m, seed=0)
-    eng = Engine(cfg, device=dst, dtype=dt)
+    eng = Engine(cfg, device=dst, dtype=dt, max_batch=1, max_len=256)
     sync = lambda: [torch.cuda.synchronize(d) for d in (src, dst) if str(d).startswith("cuda")]
     times, version = [], 0
     for _ in range(repeats):

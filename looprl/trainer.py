@@ -182,7 +182,9 @@ def response_hidden(model: LoopedLM, b: SequenceBatch):
 
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
     "Processed logits (÷ temperature, FP32) at response positions: [n, R, V]."
-    return actor.logits(response_hidden(actor, b)) / temperature
+    h = response_hidden(actor, b)
+    # divide by a device tensor, as the engine does (a Python scalar may become a multiply by 1/T on GPUs)
+    return actor.logits(h) / torch.full((1, 1, 1), temperature, dtype=torch.float32, device=h.device)
 
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
