@@ -17,7 +17,7 @@ from safetensors import safe_open
 import looprl
 from .config import LoopedConfig, load_config, real_config, tiny_config, REAL_CONFIGS, FAMILIES
 from .models import build_model, init_weights, KVCache, LoopedLM
-from .hf import check_tensors, checkpoint_files, tensor_leaf, digest_from_leaves, CheckpointError
+from .hf import check_tensors, checkpoint_files, submit_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
 from .latents import LATENT_PROFILE, latent_noise, sequence_latents, environment_fingerprint, LatentTrace
 
 # %% auto #0
@@ -145,31 +145,37 @@ class Publication:
             self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n == "freqs_cis" else t.device))
         cfg = model.cfg
         self.aliases = ("transformer.wte.weight", "lm_head.weight") if cfg.is_huginn and cfg.tie_embeddings else ()
-        self.leaves, self.alias_leaves, self.pool = {}, {}, ThreadPoolExecutor(8)
+        self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
 
     @torch.no_grad()
     def receive(self, chunk: Mapping[str, torch.Tensor]):
         "Check, hash and stage one chunk of named tensors."
         src = f"publication {self.version}"
         for name, t in chunk.items():
-            if name in self.leaves: raise PublicationError(f"{src}: tensor {name} was already received")
+            if name in self.blocks: raise PublicationError(f"{src}: tensor {name} was already received")
             if name not in self.staged: raise PublicationError(f"{src}: unexpected tensor {name}")
             if not isinstance(t, torch.Tensor) or not t.is_floating_point():
                 raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
             if t.shape != self.staged[name].shape:
                 raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected {list(self.staged[name].shape)}")
-            self.leaves[name] = tensor_leaf(name, t, self.pool)
-            if name in self.aliases: self.alias_leaves[name] = tensor_leaf("tied", t, self.pool)
-            self.staged[name].copy_(t)
+            other = next((a for a in self.aliases if a != name and a in self.blocks), None) if name in self.aliases else None
+            if other is not None:       # the second alias of the tied embedding: equal to what is staged, or refused
+                first = self.sent[other]          # compared as sent, before any cast to the engine's dtype
+                if t.dtype != first.dtype or not torch.equal(t.to(first.device), first):
+                    raise PublicationError(f"{src}: Huginn's tied lm_head.weight differs from transformer.wte.weight")
+                self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
+            else:
+                self.blocks[name] = submit_blocks(t, self.pool)  # hashed on the pool while the next tensor copies
+                if name in self.aliases: self.sent[name] = t
+                self.staged[name].copy_(t)
+            self.meta[name] = (t.dtype, tuple(t.shape))
 
     def check(self) -> str:
         "Refuse an incomplete or inconsistent publication; return its digest."
         src = f"publication {self.version}"
-        try: check_tensors(self.model, {n: self.staged[n] for n in self.leaves}, src)
+        try: check_tensors(self.model, {n: self.staged[n] for n in self.blocks}, src)
         except CheckpointError as e: raise PublicationError(str(e)) from None
-        if self.aliases and self.alias_leaves[self.aliases[0]] != self.alias_leaves[self.aliases[1]]:
-            raise PublicationError(f"{src}: Huginn's tied lm_head.weight differs from transformer.wte.weight")
-        return digest_from_leaves(self.leaves)
+        return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], [f.result() for f in fs]) for n, fs in self.blocks.items()})
 
     @torch.no_grad()
     def apply(self):
@@ -178,7 +184,7 @@ class Publication:
         dev = next(self.model.parameters()).device
         if dev.type == "cuda": torch.cuda.synchronize(dev)
 
-    def close(self): self.pool.shutdown(wait=False); self.staged = {}
+    def close(self): self.pool.shutdown(wait=False); self.staged, self.sent = {}, {}
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def _memory_available(device: torch.device) -> int:

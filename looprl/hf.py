@@ -16,9 +16,10 @@ from .config import LoopedConfig, load_config, tiny_config, TINY_CONFIGS, FAMILI
 from .models import build_model, init_weights, huginn_freqs_cis, LoopedLM
 
 # %% auto #0
-__all__ = ['DIGEST_BLOCK', 'DTYPE_NAMES', 'CheckpointError', 'tensor_leaf', 'digest_from_leaves', 'state_digest',
-           'export_tensors', 'write_tensors', 'save_checkpoint', 'checkpoint_files', 'read_tensors', 'check_tensors',
-           'load_into', 'load_checkpoint', 'make_tiny_checkpoint', 'checkpoint_sha256']
+__all__ = ['DIGEST_BLOCK', 'DTYPE_NAMES', 'CheckpointError', 'submit_blocks', 'leaf_from_blocks', 'tensor_leaf',
+           'digest_from_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
+           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'make_tiny_checkpoint',
+           'checkpoint_sha256']
 
 # %% ../nbs/03_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
@@ -30,16 +31,26 @@ DIGEST_BLOCK = 1 << 24     # 16 MiB: large tensors are hashed block by block, in
 def _tensor_bytes(t: torch.Tensor):
     return memoryview(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
 
-def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
-    "SHA-256 of one tensor's canonical record: name, dtype, shape, then the SHA-256 of each 16 MiB block of its bytes."
+def _sha(b) -> bytes: return hashlib.sha256(b).digest()     # hashlib releases the GIL on large buffers
+
+def submit_blocks(t: torch.Tensor, pool) -> list:
+    "Copy `t`'s bytes to the CPU and submit the SHA-256 of each 16 MiB block to `pool`; returns the futures."
+    mv = _tensor_bytes(t)
+    return [pool.submit(_sha, mv[i:i + DIGEST_BLOCK]) for i in range(0, max(len(mv), 1), DIGEST_BLOCK)]
+
+def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
+    "A tensor's leaf: SHA-256 over its name, dtype, shape and the SHA-256 of each block of its bytes."
     h = hashlib.sha256()
-    h.update(name.encode() + b"\0" + str(t.dtype).removeprefix("torch.").encode() + b"\0")
-    h.update(json.dumps(list(t.shape)).encode() + b"\0")
+    h.update(name.encode() + b"\0" + str(dtype).removeprefix("torch.").encode() + b"\0")
+    h.update(json.dumps(list(shape)).encode() + b"\0")
+    for d in block_digests: h.update(d)
+    return h.digest()
+
+def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
+    "The leaf of one tensor (blocks hashed on `pool` when given)."
     mv = _tensor_bytes(t)
     blocks = [mv[i:i + DIGEST_BLOCK] for i in range(0, max(len(mv), 1), DIGEST_BLOCK)]
-    hb = lambda b: hashlib.sha256(b).digest()      # hashlib releases the GIL on large buffers
-    for d in (pool.map(hb, blocks) if pool is not None and len(blocks) > 1 else map(hb, blocks)): h.update(d)
-    return h.digest()
+    return leaf_from_blocks(name, t.dtype, t.shape, pool.map(_sha, blocks) if pool is not None else map(_sha, blocks))
 
 def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
     "The publication digest from per-tensor leaves: SHA-256 over (name, leaf) in name order."
@@ -47,12 +58,14 @@ def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
     for name in sorted(leaves): h.update(name.encode() + b"\0" + leaves[name])
     return "sha256:" + h.hexdigest()
 
-def state_digest(tensors, threads: int = 8) -> str:
-    "Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking."
+def state_digest(tensors, threads: int = 16) -> str:
+    """Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking.
+    Blocks of every tensor are hashed on a thread pool while the next tensor is copied to the CPU."""
     from concurrent.futures import ThreadPoolExecutor
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
     with ThreadPoolExecutor(threads) as pool:
-        return digest_from_leaves({n: tensor_leaf(n, t, pool) for n, t in items})
+        pending = [(n, t.dtype, tuple(t.shape), submit_blocks(t, pool)) for n, t in items]
+        return digest_from_leaves({n: leaf_from_blocks(n, dt, shp, [f.result() for f in fs]) for n, dt, shp, fs in pending})
 
 # %% ../nbs/03_hf.ipynb #e7030c09
 def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:

@@ -57,6 +57,7 @@ class RunOptions:
     stop_after: int | None = None
     resume: bool = False
     threads: int = 1
+    keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1; the newest is never deleted before the next is complete)
 
     @property
     def model_dir(self): return Path(self.model) if self.model else _embedded_model()
@@ -115,6 +116,7 @@ def prepare(o: RunOptions) -> Prepared:
     _check(o.max_prompt_tokens >= 1 and o.max_response_tokens >= 1, "--max-prompt-tokens and --max-response-tokens must be ≥ 1")
     _check(0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+    _check(o.keep_checkpoints >= 1, f"--keep-checkpoints: must be ≥ 1, got {o.keep_checkpoints}")
     try:
         cfg = load_config(o.model_dir)
         from looprl.hf import checkpoint_files
@@ -163,7 +165,7 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
             raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
-        options = {k: v for k, v in asdict(o).items() if k not in ("output", "resume", "stop_after")}
+        options = {k: v for k, v in asdict(o).items() if k not in ("output", "resume", "stop_after", "keep_checkpoints")}
         options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()))
         atomic_write_text(run / "run.json", json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1))
         return run, None
@@ -308,7 +310,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("checkpoint")
     loop_state = dict(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict(),
                       engine_sampler="stateless: counter-based noise of (completion seed, position)")
-    save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), loop_state)
+    save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), loop_state, keep=o.keep_checkpoints)
     t["end"] = time.perf_counter()
     names = list(t)
     timing = {f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])}

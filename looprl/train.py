@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     a("--train-env-vars", help="JSON object of environment variables for the trainer worker")
     a("--transport", choices=["memory", "disk"], help="how publications reach the engine (default memory, through Ray)")
     a("--threads", type=int, help="torch threads per worker on the CPU (default 1)")
+    a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--no-progress", action="store_true", help="no progress bar")
     return ap
 

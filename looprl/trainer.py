@@ -122,16 +122,19 @@ class Learner:
         return dict(skipped=0, grad_norm=float(norm))
 
     def state_dict(self) -> dict:
-        return dict(model={k: v.detach().clone() for k, v in self.model.state_dict().items()},
+        "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
+        trained = {id(p) for p in self.params} if self.master is not None else set()
+        sd = self.model.state_dict(keep_vars=True)
+        return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
                     master=None if self.master is None else [m.detach().clone() for m in self.master],
                     optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
                     scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps))
 
     @torch.no_grad()
     def load_state_dict(self, d: dict):
-        self.model.load_state_dict(d["model"])
+        self.model.load_state_dict(d["model"], strict=self.master is None)
         if self.master is not None:
-            for m, v in zip(self.master, d["master"]): m.copy_(v)
+            for p, m, v in zip(self.params, self.master, d["master"]): m.copy_(v); p.copy_(v)
         self.opt.load_state_dict(d["optimizer"]); self.sched.load_state_dict(d["scheduler"])
         self.scale, self.steps, self.skipped_steps = d["scaler"]["scale"], d["scaler"]["steps"], d["scaler"]["skipped_steps"]
 
