@@ -69,16 +69,13 @@ def state_digest(tensors, threads: int = 16) -> str:
 
 # %% ../nbs/03_hf.ipynb #e7030c09
 def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
-    "The actor's native tensors (CPU, contiguous, aliases cloned), optionally cast to `dtype` (buffers stay FP32)."
+    "A snapshot of the actor's native tensors (CPU copies), optionally cast to `dtype` (buffers stay FP32)."
     if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
-    out, seen = {}, {}
-    for name, t in model.state_dict().items():
+    out = {}
+    for name, t in model.state_dict().items():     # a snapshot: every tensor is a copy (tied aliases become two tensors)
         t = t.detach()
         if dtype is not None and name != "freqs_cis" and t.is_floating_point(): t = t.to(dtype)
-        t = t.to("cpu").contiguous()
-        if t.data_ptr() in seen or name in ("lm_head.weight",): t = t.clone()
-        seen[t.data_ptr()] = name
-        out[name] = t
+        out[name] = t.to("cpu", copy=True).contiguous()
     return out
 
 # %% ../nbs/03_hf.ipynb #e84c4ab1
