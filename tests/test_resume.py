@@ -52,3 +52,13 @@ def test_ray_placement_equals_local(tiny_models, arithmetic, tmp_path):
     assert r.returncode == 0, r.stderr
     r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
     c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
+
+def test_disk_transport_equals_memory(tiny_models, arithmetic, tmp_path):
+    "Publications through a directory of safetensors shards (with a manifest) give the same run as in memory."
+    m, common = tiny_models["nanbeige"], ["--algorithm", "grpo", "--updates", "2"]
+    a, b = tmp_path / "memory", tmp_path / "disk"
+    assert train(m, arithmetic, a, *common).returncode == 0
+    r = train(m, arithmetic, b, *common, "--transport", "disk"); assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (b / "publications").iterdir()) == ["v000001", "v000002"]
+    assert (b / "publications" / "v000001" / "model.safetensors.index.json").exists()
+    c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
