@@ -38,7 +38,7 @@ def _merge(parts):
     for e, d in parts: eq, m = eq and e, max(m, d)
     return eq, m
 
-# %% ../nbs/12_compare.ipynb #15aac84f
+# %% ../nbs/12_compare.ipynb #346ba62c
 FIELDS = ("actor", "critic", "optimizer", "scheduler", "loss_scaler", "rng", "loop", "tokens", "logprobs",
           "rewards", "advantages", "values", "latent_traces", "publication_digests")
 
@@ -78,7 +78,7 @@ def format_table(rows) -> str:
     lines += [f"{r['field']:<{w}}  {'yes' if r['equal'] else 'NO ':<5}  {r['max_abs_diff']:.3g}" for r in rows]
     return "\n".join(lines)
 
-# %% ../nbs/12_compare.ipynb #fb75233d
+# %% ../nbs/12_compare.ipynb #934ee184
 def main(argv=None):
     "Compare two run directories field by field; exit 0 only if every field is equal."
     import argparse

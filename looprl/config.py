@@ -145,7 +145,7 @@ def load_config(path) -> LoopedConfig:
     except json.JSONDecodeError as e: raise ConfigError(f"{f}: invalid JSON at line {e.lineno}: {e.msg}") from None
     return config_from_dict(raw, str(f))
 
-# %% ../nbs/00_config.ipynb #70b5bc19
+# %% ../nbs/00_config.ipynb #2ee2334e
 ASSETS = Path(__file__).parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
 REAL_CONFIGS = {"huginn-0125": "huginn-0125.json", "ouro-1.4b": "ouro-1.4b.json", "nanbeige4.2-3b": "nanbeige4.2-3b.json"}
 
@@ -154,7 +154,7 @@ def real_config(name: str) -> LoopedConfig:
     if name not in REAL_CONFIGS: raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(REAL_CONFIGS)}")
     return load_config(ASSETS / "configs" / REAL_CONFIGS[name])
 
-# %% ../nbs/00_config.ipynb #94fc31a6
+# %% ../nbs/00_config.ipynb #71f1a94f
 TINY_CONFIGS = {
     "huginn_raven": {"model_type": "huginn_raven", "architectures": ["RavenForCausalLM"],
         "n_embd": 128, "n_heads": 4, "head_dim": 32, "num_key_value_heads": 4, "n_layers": 8,

@@ -67,7 +67,7 @@ def state_digest(tensors, threads: int = 16) -> str:
         pending = [(n, t.dtype, tuple(t.shape), submit_blocks(t, pool)) for n, t in items]
         return digest_from_leaves({n: leaf_from_blocks(n, dt, shp, [f.result() for f in fs]) for n, dt, shp, fs in pending})
 
-# %% ../nbs/03_hf.ipynb #e7030c09
+# %% ../nbs/03_hf.ipynb #527d8c5b
 def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
     "A snapshot of the actor's native tensors (CPU copies), optionally cast to `dtype` (buffers stay FP32)."
     if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
@@ -78,7 +78,7 @@ def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
         out[name] = t.to("cpu", copy=True).contiguous()
     return out
 
-# %% ../nbs/03_hf.ipynb #e84c4ab1
+# %% ../nbs/03_hf.ipynb #bb80e73f
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 def _atomic_dir(dst: Path):
@@ -127,7 +127,7 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
         shutil.rmtree(tmp, ignore_errors=True); raise
     return path
 
-# %% ../nbs/03_hf.ipynb #bcaac139
+# %% ../nbs/03_hf.ipynb #47410f32
 def checkpoint_files(path) -> list[Path]:
     "The safetensors files of a checkpoint directory, in index order."
     path = Path(path)
@@ -154,7 +154,7 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
                 out[n] = fh.get_tensor(n)
     return out
 
-# %% ../nbs/03_hf.ipynb #932c6851
+# %% ../nbs/03_hf.ipynb #a5a38ef5
 def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint", role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
     role = role or model.role
@@ -190,7 +190,7 @@ def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: Lo
     model = build_model(cfg, role, device=device, dtype=dtype)
     return load_into(model, read_tensors(path), str(path))
 
-# %% ../nbs/03_hf.ipynb #c8399a2d
+# %% ../nbs/03_hf.ipynb #f602fff6
 def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, **overrides) -> Path:
     "A tiny `family` checkpoint directory with random weights and a tokenizer, in the real layout."
     from looprl.data import build_char_tokenizer, TINY_ALPHABET

@@ -156,7 +156,7 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
     ident = b"".join(int(x).to_bytes(8, "little") for x in (run_seed, update, index))
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
-# %% ../nbs/11_loop.ipynb #c92a6617
+# %% ../nbs/11_loop.ipynb #3ce09645
 def open_run(p: Prepared) -> tuple[Path, dict | None]:
     "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
     o, run = p.opts, Path(p.opts.output)
@@ -194,7 +194,7 @@ def truncate_records(run: Path, next_update: int):
     for f in (run / "rollouts").glob("update-*.json"):
         if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
-# %% ../nbs/11_loop.ipynb #521375c3
+# %% ../nbs/11_loop.ipynb #1d6408e0
 def generate_requests(p: Prepared, update: int, prompt_rows: list[int]) -> list[dict]:
     "Engine requests for the prompts of this update, G completions each, in group order."
     o, G, reqs = p.opts, p.opts.group_size, []
@@ -224,7 +224,7 @@ def score(p: Prepared, prompt_rows: list[int], comps: list[dict]) -> list[float]
     G = p.opts.group_size
     return [math_reward(decode_response(p.tokenizer, c["tokens"]), p.rows[prompt_rows[i // G]]["label"]) for i, c in enumerate(comps)]
 
-# %% ../nbs/11_loop.ipynb #a1e00a81
+# %% ../nbs/11_loop.ipynb #57b00d93
 def run(o: RunOptions, progress: bool = True) -> dict:
     "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
     p = prepare(o)

@@ -29,7 +29,7 @@ class RMSNorm(nn.Module):
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
 
-# %% ../nbs/02_models.ipynb #50f7077d
+# %% ../nbs/02_models.ipynb #1be42e5d
 @contextmanager
 def _one_thread():
     "Elementwise CPU kernels split work by thread count; tables computed under one thread are the same everywhere."
@@ -66,7 +66,7 @@ def rope_half(x, cos, sin):
     x0, x1 = xf.chunk(2, dim=-1)
     return torch.cat([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1).to(x.dtype)
 
-# %% ../nbs/02_models.ipynb #0221f8ab
+# %% ../nbs/02_models.ipynb #7dfcdcd4
 class KVCache:
     "Preallocated keys and values for every KV plane of a batch of `batch` rows and `max_len` positions."
     def __init__(self, cfg: LoopedConfig, batch: int, max_len: int, dtype=torch.float32, device="cpu"):
@@ -87,7 +87,7 @@ class KVCache:
         kp.scatter_(2, idx, k); vp.scatter_(2, idx, v)
         return kp, vp
 
-# %% ../nbs/02_models.ipynb #ad1282e4
+# %% ../nbs/02_models.ipynb #ff93ebf5
 class Ctx:
     "What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None)."
     def __init__(self, positions, cos, sin, cache: KVCache | None = None):
@@ -109,7 +109,7 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope):
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.mask, enable_gqa=gqa)
     return o.transpose(1, 2).flatten(2)
 
-# %% ../nbs/02_models.ipynb #ee629fc8
+# %% ../nbs/02_models.ipynb #9864a2b4
 class HuginnAttention(nn.Module):
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
@@ -154,7 +154,7 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(I, E, bias=False)
     def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
-# %% ../nbs/02_models.ipynb #3e5a09a9
+# %% ../nbs/02_models.ipynb #757ada96
 class SandwichBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -186,7 +186,7 @@ class LlamaBlock(nn.Module):
         h = h + self.self_attn(self.input_layernorm(h), ctx, plane)
         return h + self.mlp(self.post_attention_layernorm(h))
 
-# %% ../nbs/02_models.ipynb #d07f4400
+# %% ../nbs/02_models.ipynb #ad1d8ffd
 class LoopedLM(nn.Module):
     "Base of the three providers: role (actor/critic), readouts, recompute, plane bookkeeping."
     family: str = ""
@@ -232,7 +232,7 @@ def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
 
-# %% ../nbs/02_models.ipynb #c1f68c4a
+# %% ../nbs/02_models.ipynb #682482c8
 class HuginnLM(LoopedLM):
     family = "huginn_raven"
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
@@ -278,7 +278,7 @@ class HuginnLM(LoopedLM):
         for blk in t.coda: x = self._run(blk, x, ctx, plane); plane += 1
         return t.ln_f(x)
 
-# %% ../nbs/02_models.ipynb #07026b22
+# %% ../nbs/02_models.ipynb #dac2aa0e
 class _LoopedDecoder(LoopedLM):
     "Ouro/Nanbeige: `model.embed_tokens`, `model.layers` looped `depth` times, `model.norm` after each loop."
     block_cls = LlamaBlock
@@ -334,7 +334,7 @@ class OuroLM(_LoopedDecoder):
         p[..., -1] = surv[..., -1]
         return p
 
-# %% ../nbs/02_models.ipynb #18bec37f
+# %% ../nbs/02_models.ipynb #7496a61d
 PROVIDERS = {"huginn_raven": HuginnLM, "ouro": OuroLM, "nanbeige": NanbeigeLM}
 
 def build_model(cfg: LoopedConfig, role: str = "actor", device=None, dtype=None) -> LoopedLM:
@@ -344,7 +344,7 @@ def build_model(cfg: LoopedConfig, role: str = "actor", device=None, dtype=None)
     else: m = PROVIDERS[cfg.family](cfg, role)
     return m.to(dtype) if dtype is not None else m
 
-# %% ../nbs/02_models.ipynb #e7cc12db
+# %% ../nbs/02_models.ipynb #1f7ed210
 @torch.no_grad()
 def init_weights(model: LoopedLM, seed: int = 0, std: float | None = None, perturb_norms: bool = False) -> LoopedLM:
     "Seeded random weights (Huginn's like-init std by default) for every parameter of `model`."
@@ -362,7 +362,7 @@ def init_weights(model: LoopedLM, seed: int = 0, std: float | None = None, pertu
             p.copy_(torch.randn(p.shape, generator=g, device=p.device, dtype=torch.float32).mul_(std).to(p.dtype))
     return model
 
-# %% ../nbs/02_models.ipynb #854ff7b2
+# %% ../nbs/02_models.ipynb #a12fee2e
 def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
     "Logits [B,S,V] computed by prefilling `prefill` tokens, then decoding the rest one at a time."
     B, S = ids.shape
@@ -374,7 +374,7 @@ def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
         out.append(model.logits(model(ids[:, t:t + 1], pos[:, t:t + 1], sl(t, t + 1), cache)))
     return torch.cat(out, 1)
 
-# %% ../nbs/02_models.ipynb #5ddfc200
+# %% ../nbs/02_models.ipynb #e41d2cf3
 @contextmanager
 def recompute(model: LoopedLM, on: bool = True):
     "Temporarily switch per-block activation checkpointing."

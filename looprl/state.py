@@ -55,7 +55,7 @@ def restore_rng(d: dict):
     torch.set_rng_state(d["torch_cpu"])
     for i, s in enumerate(d["torch_cuda"]): torch.cuda.set_rng_state(s, i)
 
-# %% ../nbs/09_state.ipynb #091024fd
+# %% ../nbs/09_state.ipynb #9a648234
 _FAULT_COUNTS: dict = {}
 
 def fault_point(name: str):
@@ -120,7 +120,7 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
     if restore: restore_rng(torch.load(d / "rng.pt", weights_only=True))
     return json.loads((d / "loop.json").read_text())
 
-# %% ../nbs/09_state.ipynb #4e8630db
+# %% ../nbs/09_state.ipynb #c5bd3615
 def read_contract(run: Path) -> dict:
     f = Path(run) / "run.json"
     if not f.exists(): raise RunError(f"{run}: not a looprl run directory (no run.json)")

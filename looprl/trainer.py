@@ -68,7 +68,7 @@ class TrainSettings:
         if self.micro_batch_size < 1: raise ValueError("micro_batch_size: must be ≥ 1")
         return self
 
-# %% ../nbs/08_trainer.ipynb #5276ee66
+# %% ../nbs/08_trainer.ipynb #898365f2
 class Learner:
     "A model with its optimizer, constant-LR scheduler and precision policy (fp16 masters + fixed loss scale, or fp32)."
     def __init__(self, model: LoopedLM, s: TrainSettings):
@@ -140,7 +140,7 @@ class Learner:
 
 def _constant_lr(step): return 1.0
 
-# %% ../nbs/08_trainer.ipynb #e99d75c2
+# %% ../nbs/08_trainer.ipynb #0af71c9c
 @dataclass
 class SequenceBatch:
     ids: torch.Tensor          # [N, S] prompt + response, right-padded
@@ -170,7 +170,7 @@ class SequenceBatch:
         return SequenceBatch(self.ids[idx, :S], self.pred_idx[idx].clamp(max=S - 1), self.actions[idx], self.mask[idx],
                              self.lengths[idx], [self.seeds[i] for i in idx])
 
-# %% ../nbs/08_trainer.ipynb #9282a9a4
+# %% ../nbs/08_trainer.ipynb #e5f792d3
 def replay_latents(cfg: LoopedConfig, b: SequenceBatch, dtype, device):
     "Each row's initial recurrent states for positions 0…S−1 from its seed (Huginn); None otherwise."
     if not cfg.is_huginn: return None
@@ -192,7 +192,7 @@ def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
 
-# %% ../nbs/08_trainer.ipynb #e5f792d3
+# %% ../nbs/08_trainer.ipynb #4e2a1cba
 class Trainer:
     "Actor (and critic) learners over a rollout batch. Lives on the training device."
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu"):
@@ -345,7 +345,7 @@ def _weighted(items):
         for k, v in d.items(): out[k] = out.get(k, 0.0) + w * float(v)
     return out
 
-# %% ../nbs/08_trainer.ipynb #4e2a1cba
+# %% ../nbs/08_trainer.ipynb #701ccd79
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
     "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`."
     from looprl.config import load_config
