@@ -81,13 +81,20 @@ def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
 # %% ../nbs/03_hf.ipynb #bb80e73f
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
+def _umask() -> int:
+    m = os.umask(0); os.umask(m); return m
+
 def _atomic_dir(dst: Path):
+    "A private temporary sibling of `dst`, given the permissions a plain mkdir would have."
     dst.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
+    tmp.chmod(0o777 & ~_umask())
+    return tmp
 
 def _commit_dir(tmp: Path, dst: Path):
     for f in tmp.iterdir():
         with open(f, "rb") as fh: os.fsync(fh.fileno())
+        f.chmod(0o666 & ~_umask())
     if dst.exists(): shutil.rmtree(dst)
     os.replace(tmp, dst)
 

@@ -10,6 +10,7 @@ import json, os, random, shutil, tempfile
 from pathlib import Path
 import numpy as np
 import torch
+from .hf import _umask
 
 # %% auto #0
 __all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'seed_everything', 'restore_rng',
@@ -28,6 +29,7 @@ def atomic_write_text(path: Path, text: str):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f: f.write(text); f.flush(); os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes private files; give the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
@@ -78,6 +80,7 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=ck))
+    tmp.chmod(0o777 & ~_umask())
     try:
         write_trainer(tmp)
         fault_point("checkpoint")
