@@ -22,9 +22,9 @@ from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_stat
 from .workers import Placement
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'Prepared', 'prepare', 'completion_seed', 'open_run',
-           'check_contract_fields', 'truncate_records', 'generate_requests', 'check_rollout', 'score', 'run',
-           'one_update']
+__all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'Prepared', 'is_char_tokenizer', 'encode_text', 'decode_text',
+           'prepare', 'completion_seed', 'open_run', 'check_contract_fields', 'truncate_records', 'generate_requests',
+           'check_rollout', 'score', 'run', 'one_update']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -93,6 +93,25 @@ class Prepared:
     rows: list
     contract: dict
     tokenizer: object
+    prompt_ids: list          # every row's prompt, encoded and cut to max_prompt_tokens
+
+def is_char_tokenizer(tok) -> bool:
+    "looprl's character-level tokenizer (tiny models) refuses unknown characters; real tokenizers are used as they are."
+    return json.loads(tok.to_str())["model"]["type"] == "WordLevel" and tok.token_to_id("<bos>") is not None
+
+def encode_text(tok, cfg: LoopedConfig, text: str) -> list[int]:
+    "Prompt ids: the character tokenizer's strict encoding, or a real tokenizer's ids with the model's BOS first."
+    if is_char_tokenizer(tok): return encode_prompt(tok, text)
+    ids = tok.encode(text).ids
+    bos = cfg.bos_token_id
+    return ([bos] if bos is not None and (not ids or ids[0] != bos) else []) + ids
+
+def decode_text(tok, cfg: LoopedConfig, ids) -> str:
+    "Response text up to the first stop token."
+    if is_char_tokenizer(tok): return decode_response(tok, ids)
+    stop = set(cfg.eos_token_ids)
+    cut = next((i for i, t in enumerate(ids) if t in stop), len(ids))
+    return tok.decode(list(ids[:cut]), skip_special_tokens=True)
 
 def _check(cond, msg):
     if not cond: raise UsageError(msg)
@@ -131,6 +150,15 @@ def prepare(o: RunOptions) -> Prepared:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision {cfg.revision} ({o.model_dir / 'config.json'})")
     try: rows = load_prompts(o.data_path)
     except DataError as e: raise UsageError(str(e)) from None
+    lines = [n for n, t in enumerate(Path(o.data_path).read_text().splitlines(), 1) if t.strip()]
+    prompt_ids = []
+    for i, r in enumerate(rows):      # every prompt must encode before anything is written
+        try: ids = encode_text(tokenizer, cfg, r["prompt"])
+        except DataError as e: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt': {e}") from None
+        if len(ids) < 1: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt' encodes to no tokens")
+        prompt_ids.append(ids[-o.max_prompt_tokens:])
+    cut = sum(len(encode_text(tokenizer, cfg, r["prompt"])) > o.max_prompt_tokens for r in rows)
+    if cut: print(f"looprl.train: warning: {cut} of {len(rows)} prompts are longer than --max-prompt-tokens {o.max_prompt_tokens}; their first tokens are cut", file=sys.stderr)
     precision = o.precision or cfg.default_precision
     _check(precision in ("fp16", "fp32"), f"--precision: {precision!r} is not fp16 or fp32")
     settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr,
@@ -145,7 +173,7 @@ def prepare(o: RunOptions) -> Prepared:
         rollout=dict(batch_size=o.rollout_batch_size, n_samples_per_prompt=G, max_prompt_tokens=o.max_prompt_tokens,
                      max_response_tokens=o.max_response_tokens, temperature=o.temperature),
         device=o.device, environment=environment_fingerprint(settings.dtype))
-    return Prepared(o, cfg, settings, rows, contract, tokenizer)
+    return Prepared(o, cfg, settings, rows, contract, tokenizer, prompt_ids)
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
@@ -200,7 +228,7 @@ def generate_requests(p: Prepared, update: int, prompt_rows: list[int]) -> list[
     o, G, reqs = p.opts, p.opts.group_size, []
     stop = tuple(p.cfg.eos_token_ids)
     for j, r in enumerate(prompt_rows):
-        ids = encode_prompt(p.tokenizer, p.rows[r]["prompt"])[-o.max_prompt_tokens:]
+        ids = p.prompt_ids[r]
         for g in range(G):
             reqs.append(dict(prompt_ids=ids, seed=completion_seed(o.seed, update, j * G + g),
                              max_new_tokens=o.max_response_tokens, temperature=o.temperature, stop_ids=stop))
@@ -222,7 +250,7 @@ def check_rollout(p: Prepared, reqs: list[dict], comps: list[dict], version: int
 def score(p: Prepared, prompt_rows: list[int], comps: list[dict]) -> list[float]:
     "The math reward of each completion against its prompt's label."
     G = p.opts.group_size
-    return [math_reward(decode_response(p.tokenizer, c["tokens"]), p.rows[prompt_rows[i // G]]["label"]) for i, c in enumerate(comps)]
+    return [math_reward(decode_text(p.tokenizer, p.cfg, c["tokens"]), p.rows[prompt_rows[i // G]]["label"]) for i, c in enumerate(comps)]
 
 # %% ../nbs/11_loop.ipynb #57b00d93
 def run(o: RunOptions, progress: bool = True) -> dict:

@@ -37,6 +37,7 @@ def test_resume_empty_directory(tmp_path):
     ('{"prompt": "1+1=", "label": 2}\n', "label"),
     ('{"prompt": 5, "label": "2"}\n', "prompt"),
     ('', "no rows"),
+    ('{"prompt": "1+1=", "label": "2"}\n\n{"prompt": "6 × 7", "label": "42"}\n', "data.jsonl:3: field 'prompt'"),
 ])
 def test_malformed_data(tmp_path, data_file, text, needle):
     msg = bad(tmp_path / "new", "--data", data_file(text))
