@@ -1,16 +1,15 @@
 "`python -m looprl.inspect` in a subprocess: published parameter counts, layouts, and bad input (exit 2, one line)."
-import functools, json, os, subprocess, sys
+import functools, json
 from pathlib import Path
+from conftest import run_cli
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "looprl" / "assets" / "configs"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def inspect(*args):
-    return subprocess.run([sys.executable, "-m", "looprl.inspect", *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=300)
+    return run_cli("looprl.inspect", *args)
 
 
 @functools.cache

@@ -1,16 +1,15 @@
 "The shipped warm-started tiny Huginn, and `python -m looprl.warmstart` (deterministic, refuses a non-empty output)."
-import json, os, subprocess, sys
+import json
 from pathlib import Path
+from conftest import run_cli
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSET = ROOT / "looprl" / "assets" / "tiny-huginn"
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
 def warmstart(*args):
-    return subprocess.run([sys.executable, "-m", "looprl.warmstart", *map(str, args)], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    return run_cli("looprl.warmstart", *args)
 
 
 def test_embedded_model_path():
