@@ -17,14 +17,14 @@ from .data import load_prompts, file_sha256, PromptCursor, DataError, encode_pro
 from .latents import environment_fingerprint, LatentTrace, check_trace, TraceMismatch
 from .rewards import math_reward
 from .trainer import TrainSettings, ALGORITHMS
-from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, read_contract,
+from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state,
                           check_contract, atomic_write_text, seed_everything)
 from .workers import Placement
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'Prepared', 'is_char_tokenizer', 'encode_text', 'decode_text',
-           'prepare', 'completion_seed', 'open_run', 'check_contract_fields', 'truncate_records', 'generate_requests',
-           'check_rollout', 'score', 'run', 'one_update']
+           'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'score',
+           'run', 'one_update']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -151,13 +151,13 @@ def prepare(o: RunOptions) -> Prepared:
     try: rows = load_prompts(o.data_path)
     except DataError as e: raise UsageError(str(e)) from None
     lines = [n for n, t in enumerate(Path(o.data_path).read_text().splitlines(), 1) if t.strip()]
-    prompt_ids = []
+    prompt_ids, cut = [], 0
     for i, r in enumerate(rows):      # every prompt must encode before anything is written
         try: ids = encode_text(tokenizer, cfg, r["prompt"])
         except DataError as e: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt': {e}") from None
         if len(ids) < 1: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt' encodes to no tokens")
+        cut += len(ids) > o.max_prompt_tokens
         prompt_ids.append(ids[-o.max_prompt_tokens:])
-    cut = sum(len(encode_text(tokenizer, cfg, r["prompt"])) > o.max_prompt_tokens for r in rows)
     if cut: print(f"looprl.train: warning: {cut} of {len(rows)} prompts are longer than --max-prompt-tokens {o.max_prompt_tokens}; their first tokens are cut", file=sys.stderr)
     precision = o.precision or cfg.default_precision
     _check(precision in ("fp16", "fp32"), f"--precision: {precision!r} is not fp16 or fp32")
@@ -199,19 +199,13 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
         return run, None
     if not run.exists() or not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
     try:
-        stored = read_contract(run)["contract"]
-        check_contract_fields(stored, p.contract, run)
+        check_contract(run, p.contract)
         ck = latest_checkpoint(run)
     except RunError as e: raise UsageError(str(e)) from None
     loop = load_loop_state(ck, restore=False) if ck else None
     done = loop["next_update"] if loop else 0
     if done >= o.updates: raise UsageError(f"--resume: {run} has already finished all {o.updates} updates")
     return run, loop
-
-def check_contract_fields(stored: dict, requested: dict, run: Path):
-    from looprl.state import contract_differences
-    diff = contract_differences(stored, requested)
-    if diff: raise RunError(f"{run / 'run.json'}: cannot resume with different settings: " + "; ".join(diff))
 
 def truncate_records(run: Path, next_update: int):
     "Drop metrics and rollout records of updates ≥ `next_update` (they are recomputed)."

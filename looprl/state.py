@@ -127,8 +127,9 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
 def read_contract(run: Path) -> dict:
     f = Path(run) / "run.json"
     if not f.exists(): raise RunError(f"{run}: not a looprl run directory (no run.json)")
-    try: return json.loads(f.read_text())
+    try: return json.loads(f.read_text())["contract"]
     except json.JSONDecodeError as e: raise RunError(f"{f}: invalid JSON at line {e.lineno}") from None
+    except (KeyError, TypeError): raise RunError(f"{f}: no 'contract' object") from None
 
 def contract_differences(stored: dict, requested: dict, prefix: str = "") -> list[str]:
     "Dotted names of the fields where `requested` differs from `stored`, with both values."
