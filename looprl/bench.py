@@ -11,13 +11,18 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication', 'main']
+__all__ = ['environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication', 'bench_publication_nccl',
+           'bench_phases', 'main']
 
 # %% ../nbs/14_bench.ipynb #8b9b9bc1
 def environment() -> dict:
     "Where a benchmark ran: commit, torch, device, CPU."
-    try: commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip() or None
-    except Exception: commit = None
+    commit = os.environ.get("LOOPRL_COMMIT")       # set where the tree was copied without its history (the GPU machine)
+    if not commit:
+        try:
+            r = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, timeout=5)
+            commit = r.stdout.strip() if r.returncode == 0 else None
+        except Exception: commit = None
     gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return dict(commit=commit, torch=torch.__version__, python=platform.python_version(), machine=platform.machine(),
                 cpus=os.cpu_count(), gpus=gpu, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -109,23 +114,127 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
         out.update(disk_write_s=t_write, disk_read_commit_s=time.perf_counter() - t)
     return out
 
+def _publication_model(preset: str, dtype: str, device: str):
+    from looprl.config import real_config, tiny_config
+    from looprl.models import build_model, init_weights
+    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    with torch.device(device): m = build_model(cfg, dtype=getattr(torch, dtype))
+    return cfg, init_weights(m, seed=0)
+
+def _nccl_trainer(preset, dtype, port, repeats, barrier, to_engine):
+    "Trainer side of the NCCL publication benchmark (its own process, GPU 0): pack + digest on the GPU, send."
+    from looprl.workers import WeightLink, pack_tensors, unpack_tensors
+    from looprl.hf import state_digest
+    torch.cuda.set_device(0)
+    _, m = _publication_model(preset, dtype, "cuda:0")
+    link, buf = WeightLink(0, port), None
+    for _ in range(repeats):
+        barrier.wait()
+        t0 = time.perf_counter()                         # CLOCK_MONOTONIC: comparable across processes of one host
+        buf, manifest = pack_tensors(m.state_dict(), "cuda:0", buf)
+        digest = state_digest(unpack_tensors(buf, manifest))
+        to_engine.put(dict(manifest=manifest, digest=digest, nbytes=buf.numel(), t0=t0, stage_s=time.perf_counter() - t0))
+        link.send(buf)
+    barrier.wait()
+    link.close()
+
+def _nccl_engine(preset, dtype, port, repeats, barrier, from_trainer, results):
+    "Engine side (GPU 1): receive into a flat buffer, then the publication transaction (checks, GPU digest, commit)."
+    from looprl.workers import WeightLink, unpack_tensors
+    from looprl.engine import Engine
+    torch.cuda.set_device(1)
+    from looprl.config import real_config, tiny_config
+    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    eng = Engine(cfg, device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
+    link, buf = WeightLink(1, port), None
+    for v in range(1, repeats + 1):
+        barrier.wait()
+        staged = from_trainer.get()
+        if buf is None: buf = torch.empty(staged["nbytes"], dtype=torch.uint8, device="cuda:1")
+        t1 = time.perf_counter(); link.recv(buf); t2 = time.perf_counter()
+        digest = eng.publish(v, unpack_tensors(buf, staged["manifest"]), staged["digest"])
+        torch.cuda.synchronize(1); t3 = time.perf_counter()
+        results.put(dict(total_s=t3 - staged["t0"], stage_s=staged["stage_s"], transfer_s=t2 - t1, commit_s=t3 - t2,
+                         bytes=staged["nbytes"], digest=digest))
+    barrier.wait()
+    link.close()
+
+def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", repeats: int = 3) -> dict:
+    """Seconds for a complete publication between two processes on two GPUs, as `--transport nccl` does it: the trainer
+    packs and digests on GPU 0 and sends over NCCL; the engine receives on GPU 1, digests again, checks and commits."""
+    import multiprocessing as mp
+    from looprl.workers import free_port
+    ctx, port = mp.get_context("spawn"), free_port()
+    barrier, q, res = ctx.Barrier(2), ctx.Queue(), ctx.Queue()
+    ps = [ctx.Process(target=_nccl_trainer, args=(preset, dtype, port, repeats, barrier, q)),
+          ctx.Process(target=_nccl_engine, args=(preset, dtype, port, repeats, barrier, q, res))]
+    for p in ps: p.start()
+    rows = [res.get(timeout=900) for _ in range(repeats)]
+    for p in ps: p.join(timeout=120)
+    if any(p.exitcode != 0 for p in ps): raise RuntimeError(f"publication benchmark processes exited with {[p.exitcode for p in ps]}")
+    med = sorted(r["total_s"] for r in rows)[len(rows) // 2]
+    return dict(preset=preset, dtype=dtype, transport="nccl", src="cuda:0 (process 1)", dst="cuda:1 (process 2)", bytes=rows[0]["bytes"],
+                total_s=med, runs=rows, digest=rows[-1]["digest"])
+
+
+def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
+                 extra: tuple = ()) -> dict:
+    """Eager vs CUDA-graph decoding over complete runs (`python -m looprl.train` in fresh processes: startup, rollout, reward,
+    training, publication, checkpoint), in matched pairs AB, BA, AB…; reports the median over runs of each run's figure."""
+    import shutil, statistics, subprocess
+    order = [m for i in range(pairs) for m in (("eager", "graph") if i % 2 == 0 else ("graph", "eager"))]
+    runs = []
+    for i, mode in enumerate(order):
+        out = Path(workdir) / f"{i:02d}-{mode}"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = [sys.executable, "-m", "looprl.train", "--model", model, "--algorithm", algorithm, "--device", "cuda",
+               "--updates", str(updates), "--output", str(out), "--no-progress", *(["--cuda-graphs"] if mode == "graph" else []), *extra]
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if r.returncode: raise RuntimeError(f"run {i} ({mode}) failed with exit {r.returncode}: {r.stderr[-2000:]}")
+        summ = json.loads((out / "summary.json").read_text())
+        lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+        rollout = [l["time"]["rollout_s"] for l in lines]
+        runs.append(dict(index=i, mode=mode, wall_s=wall, startup_s=summ["startup_s"], rollout_s=rollout,
+                         warm_rollout_s=statistics.median(rollout[1:]) if len(rollout) > 1 else rollout[0],
+                         phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]}, engine_stats=summ["engine_stats"]))
+        shutil.rmtree(out, ignore_errors=True)
+    med = lambda mode, key: statistics.median(r[key] for r in runs if r["mode"] == mode)
+    res = {m: dict(phase_s=med(m, "wall_s"), warm_rollout_s=med(m, "warm_rollout_s")) for m in ("eager", "graph")}
+    res.update(order="".join("A" if m == "eager" else "B" for m in order), algorithm=algorithm, updates=updates, model=model,
+               phase_eager_over_graph=res["eager"]["phase_s"] / res["graph"]["phase_s"],
+               warm_rollout_eager_over_graph=res["eager"]["warm_rollout_s"] / res["graph"]["warm_rollout_s"],
+               graph_fallbacks=sum(r["engine_stats"].get("fallbacks", 0) for r in runs if r["mode"] == "graph"),
+               graph_captures=[r["engine_stats"].get("captures", 0) for r in runs if r["mode"] == "graph"], runs=runs)
+    return res
+
 # %% ../nbs/14_bench.ipynb #54a40f87
 def main(argv=None):
-    "python -m looprl.bench {rollout,train,publication,latents,flow-kl} [options]"
+    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,phases,latents,flow-kl} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m looprl.bench", description=main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rollout"); r.add_argument("--model"); r.add_argument("--preset", default=None)
     r.add_argument("--batch-sizes", default="1,8,32,64"); r.add_argument("--context", type=int, default=256)
     r.add_argument("--dtype", default="fp16"); r.add_argument("--cuda-graphs", action="store_true"); r.add_argument("--device", default=None)
+    r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
+    d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125"); d.add_argument("--batch-sizes", default="1,64")
+    d.add_argument("--context", type=int, default=256)
+    mm = sub.add_parser("matmuls"); mm.add_argument("--preset", default="huginn-0125"); mm.add_argument("--batch-sizes", default="1,8,32,64")
     t = sub.add_parser("train"); t.add_argument("--preset", default="huginn-0125"); t.add_argument("--device", default="cuda")
     t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4); t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
     p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125"); p.add_argument("--src", default="cuda:0")
     p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir"); p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--transport", choices=["memory", "nccl"], default="memory",
+                   help="memory: one process, src → dst; nccl: trainer and engine processes on GPUs 0 and 1")
+    ph = sub.add_parser("phases"); ph.add_argument("--model", required=True); ph.add_argument("--algorithm", default="grpo")
+    ph.add_argument("--pairs", type=int, default=3); ph.add_argument("--updates", type=int, default=3)
+    ph.add_argument("--workdir", default="/tmp/looprl-phases"); ph.add_argument("--train-args", default="", help="extra looprl.train arguments")
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
     k = sub.add_parser("flow-kl")
-    for s in (r, t, p, l, k): s.add_argument("--out", help="JSON output file")
+    for s in (r, d, mm, t, p, ph, l, k): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
     if a.cmd == "rollout":
         from looprl.engine import bench_rollout
@@ -133,12 +242,23 @@ def main(argv=None):
         dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
         src = a.preset or a.model or "huginn-0125"
         res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=dt,
-                            cuda_graphs=a.cuda_graphs, device=dev)
-        name = f"rollout-{Path(str(src)).name}"
+                            cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
+        name = f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else "")
+    elif a.cmd == "decode-profile":
+        from looprl.engine import profile_decode
+        res = [profile_decode(a.preset, int(B), a.context, fused=f) for B in a.batch_sizes.split(",") for f in (False, True)]
+        name = f"decode-profile-{a.preset}"
+    elif a.cmd == "matmuls":
+        from looprl.engine import bench_matmuls
+        res = bench_matmuls(a.preset, tuple(int(x) for x in a.batch_sizes.split(","))); name = f"matmuls-{a.preset}"
     elif a.cmd == "train":
         res = bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute); name = f"train-{a.preset}"
     elif a.cmd == "publication":
-        res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
+        if a.transport == "nccl": res = bench_publication_nccl(a.preset, repeats=a.repeats); name = f"publication-{a.preset}-nccl"
+        else: res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
+    elif a.cmd == "phases":
+        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()))
+        name = f"phases-{a.algorithm}-{Path(a.model).name}"
     elif a.cmd == "latents":
         from looprl.latents import bench_latents
         res = bench_latents(n_embd=a.n_embd, positions=a.positions); name = "latents_speed"

@@ -49,7 +49,7 @@ class RunOptions:
     recompute: bool = False
     model_revision: str | None = None
     engine_revision: str | None = None
-    transport: str = "memory"                    # memory | disk
+    transport: str = "memory"                    # memory | disk | nccl
     device: str = "cpu"                          # cpu | cuda
     cuda_graphs: bool = False
     ray_address: str | None = None               # None: start a local Ray; "local": no Ray, in-process workers
@@ -58,6 +58,7 @@ class RunOptions:
     resume: bool = False
     threads: int = 1
     keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1; the newest is never deleted before the next is complete)
+    checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
 
     @property
     def model_dir(self): return Path(self.model) if self.model else _embedded_model()
@@ -129,13 +130,16 @@ def prepare(o: RunOptions) -> Prepared:
     _check(not (o.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
     _check(not (o.algorithm == "flow-dppo" and (o.rollout_batch_size * G) % 2),
            "--rollout-batch-size × --n-samples-per-prompt must be even for flow-dppo (two steps over disjoint halves)")
-    _check(o.transport in ("memory", "disk"), f"--transport: {o.transport!r} is not memory or disk")
+    _check(o.transport in ("memory", "disk", "nccl"), f"--transport: {o.transport!r} is not memory, disk or nccl")
+    _check(o.transport != "nccl" or (o.device == "cuda" and o.ray_address != "local"),
+           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --ray-address local)")
     _check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
     _check(not (o.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
     _check(o.max_prompt_tokens >= 1 and o.max_response_tokens >= 1, "--max-prompt-tokens and --max-response-tokens must be ≥ 1")
     _check(0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     _check(o.keep_checkpoints >= 1, f"--keep-checkpoints: must be ≥ 1, got {o.keep_checkpoints}")
+    _check(o.checkpoint_every >= 1, f"--checkpoint-every: must be ≥ 1, got {o.checkpoint_every}")
     try:
         cfg = load_config(o.model_dir)
         from looprl.hf import checkpoint_files
@@ -193,7 +197,7 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
             raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
-        options = {k: v for k, v in asdict(o).items() if k not in ("output", "resume", "stop_after", "keep_checkpoints")}
+        options = {k: v for k, v in asdict(o).items() if k not in ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")}
         options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()))
         atomic_write_text(run / "run.json", json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1))
         return run, None
@@ -263,7 +267,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                          engine_revision=p.contract["engine_revision"], threads=o.threads)
     mode = "local" if o.ray_address == "local" else "ray"
     pl = Placement(mode, trainer_kwargs, engine_kwargs, use_gpus=use_gpus, ray_address=None if mode == "local" else o.ray_address,
-                   train_env_vars=o.train_env_vars)
+                   train_env_vars=o.train_env_vars, transport=o.transport)
     seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
     startup = time.perf_counter() - t0
     try:
@@ -281,7 +285,9 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             summary["updates"].append(one_update(p, pl, run_dir, cursor, u, next_version, bar))
             next_version += 1
         summary["stopped_after"] = end if end < o.updates else None
+        summary["engine_stats"] = pl.call(pl.engine, "stats")     # captures, replays, fallbacks of the CUDA graphs
         summary["total_s"] = time.perf_counter() - t0
+        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
         return summary
     finally:
         pl.shutdown()
@@ -303,6 +309,12 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
         path = run_dir / "publications" / f"v{version:06d}"
         digest = pl.call(pl.trainer, "publish_to_disk", str(path))
         committed = pl.call(pl.engine, "publish_dir", version, str(path), digest)
+    elif o.transport == "nccl":
+        staged = pl.call(pl.trainer, "stage_publication")
+        sent = pl.submit(pl.trainer, "send_publication")
+        committed = pl.call(pl.engine, "receive_publication", version, staged)
+        pl.get(sent)
+        digest = committed
     else:
         payload = pl.submit(pl.trainer, "publication")
         committed = pl.call(pl.engine, "publish", version, payload)
@@ -332,7 +344,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("checkpoint")
     loop_state = dict(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict(),
                       engine_sampler="stateless: counter-based noise of (completion seed, position)")
-    save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), loop_state, keep=o.keep_checkpoints)
+    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
+        save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), loop_state, keep=o.keep_checkpoints)
     t["end"] = time.perf_counter()
     names = list(t)
     timing = {f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])}

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from .config import LoopedConfig, tiny_config, real_config, FAMILIES
+from . import kernels as K
 
 # %% auto #0
 __all__ = ['PROVIDERS', 'RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
@@ -89,16 +90,25 @@ class KVCache:
 
 # %% ../nbs/02_models.ipynb #ff93ebf5
 class Ctx:
-    "What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None)."
-    def __init__(self, positions, cos, sin, cache: KVCache | None = None):
-        self.positions, self.cos, self.sin, self.cache = positions, cos, sin, cache
+    """What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None).
+    `fused`: a one-token decode step that runs the fused kernels of `looprl.kernels`."""
+    def __init__(self, positions, cos, sin, cache: KVCache | None = None, fused: bool = False):
+        self.positions, self.cos, self.sin, self.cache, self.fused = positions, cos, sin, cache, fused
         self.mask = None
-        if cache is not None:   # key j visible to a query at position t iff j <= t (same row)
+        if fused:               # the kernels read each row's position and angles directly
+            self.pos = positions[:, 0].contiguous()
+            self.cos1, self.sin1 = cos.reshape(len(positions), -1).contiguous(), sin.reshape(len(positions), -1).contiguous()
+        elif cache is not None:   # key j visible to a query at position t iff j <= t (same row)
             keys = torch.arange(cache.max_len, device=positions.device)
             self.mask = (keys[None, None, :] <= positions[:, :, None])[:, None]
 
-def _attend(q, k, v, ctx: Ctx, plane: int, rope):
-    "RoPE, cache write/read on `plane`, scaled dot-product attention. q,k,v: [B,S,H,D]."
+def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
+    "Bias, RoPE, cache write/read on `plane`, scaled dot-product attention. q,k,v: [B,S,H,D]; biases [H,D]."
+    if ctx.fused:
+        kp, vp = ctx.cache.k[plane], ctx.cache.v[plane]
+        q = K.rope_cache_write(q, k, v, ctx.cos1, ctx.sin1, ctx.pos, kp, vp, rope is rope_interleaved, q_bias, k_bias)
+        return K.decode_attention(q, kp, vp, ctx.pos)
+    if q_bias is not None: q, k = q + q_bias, k + k_bias
     q, k = rope(q, ctx.cos, ctx.sin), rope(k, ctx.cos, ctx.sin)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     gqa = q.shape[1] != k.shape[1]
@@ -119,9 +129,10 @@ class HuginnAttention(nn.Module):
         if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
         self.proj = nn.Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
-        q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
-        if hasattr(self, "qk_bias"): q, k = q + self.qk_bias[0], k + self.qk_bias[1]
-        return self.proj(_attend(q, k, v, ctx, plane, rope_interleaved))
+        lin = K.linear if ctx.fused else F.linear
+        q, k, v = lin(x, self.Wqkv.weight).unflatten(-1, (3, self.H, self.D)).unbind(2)
+        bias = (self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ()
+        return lin(_attend(q, k, v, ctx, plane, rope_interleaved, *bias), self.proj.weight)
 
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LoopedConfig):
@@ -131,10 +142,11 @@ class LlamaAttention(nn.Module):
         self.q_proj, self.k_proj = nn.Linear(E, H * D, bias=False), nn.Linear(E, Hkv * D, bias=False)
         self.v_proj, self.o_proj = nn.Linear(E, Hkv * D, bias=False), nn.Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
-        q = self.q_proj(x).unflatten(-1, (self.H, self.D))
-        k = self.k_proj(x).unflatten(-1, (self.Hkv, self.D))
-        v = self.v_proj(x).unflatten(-1, (self.Hkv, self.D))
-        return self.o_proj(_attend(q, k, v, ctx, plane, rope_half))
+        lin = K.linear if ctx.fused else F.linear
+        q = lin(x, self.q_proj.weight).unflatten(-1, (self.H, self.D))
+        k = lin(x, self.k_proj.weight).unflatten(-1, (self.Hkv, self.D))
+        v = lin(x, self.v_proj.weight).unflatten(-1, (self.Hkv, self.D))
+        return lin(_attend(q, k, v, ctx, plane, rope_half), self.o_proj.weight)
 
 class FusedGatedMLP(nn.Module):
     "Huginn's MLP: `fc` rows are gate | up."
@@ -142,7 +154,10 @@ class FusedGatedMLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-    def forward(self, x):
+    def forward(self, x, fused: bool = False):
+        if fused:                      # silu(gate) * up is formed as the down projection loads its input
+            gate, up = K.linear(x, self.fc.weight).chunk(2, dim=-1)
+            return K.linear(gate, self.proj.weight, up=up)
         a, b = self.fc(x).chunk(2, dim=-1)
         return self.proj(F.silu(a) * b)
 
@@ -152,7 +167,9 @@ class GatedMLP(nn.Module):
         E, I = cfg.hidden_size, cfg.intermediate_size
         self.gate_proj, self.up_proj = nn.Linear(E, I, bias=False), nn.Linear(E, I, bias=False)
         self.down_proj = nn.Linear(I, E, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+    def forward(self, x, fused: bool = False):
+        if fused: return K.linear(K.linear(x, self.gate_proj.weight), self.down_proj.weight, up=K.linear(x, self.up_proj.weight))
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 # %% ../nbs/02_models.ipynb #757ada96
 class SandwichBlock(nn.Module):
@@ -162,6 +179,9 @@ class SandwichBlock(nn.Module):
         self.norm_1, self.attn, self.norm_2 = RMSNorm(E, eps), HuginnAttention(cfg), RMSNorm(E, eps)
         self.mlp, self.norm_3, self.norm_4 = FusedGatedMLP(cfg), RMSNorm(E, eps), RMSNorm(E, eps)
     def forward(self, x, ctx, plane):
+        if ctx.fused:       # the same computation in five small kernels around the four products
+            x, h = K.add_rmsnorm(self.attn(K.rmsnorm(x, self.norm_1), ctx, plane), x, self.norm_2, then=self.norm_3)
+            return K.add_rmsnorm(self.mlp(h, fused=True), x, self.norm_4)
         x = self.norm_2(self.attn(self.norm_1(x), ctx, plane) + x)
         return self.norm_4(self.mlp(self.norm_3(x)) + x)
 
@@ -174,7 +194,7 @@ class OuroBlock(nn.Module):
         self.post_attention_layernorm, self.post_attention_layernorm_2 = RMSNorm(E, eps), RMSNorm(E, eps)
     def forward(self, h, ctx, plane):
         h = h + self.input_layernorm_2(self.self_attn(self.input_layernorm(h), ctx, plane))
-        return h + self.post_attention_layernorm_2(self.mlp(self.post_attention_layernorm(h)))
+        return h + self.post_attention_layernorm_2(self.mlp(self.post_attention_layernorm(h), fused=ctx.fused))
 
 class LlamaBlock(nn.Module):
     def __init__(self, cfg):
@@ -184,7 +204,7 @@ class LlamaBlock(nn.Module):
         self.input_layernorm, self.post_attention_layernorm = RMSNorm(E, eps), RMSNorm(E, eps)
     def forward(self, h, ctx, plane):
         h = h + self.self_attn(self.input_layernorm(h), ctx, plane)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        return h + self.mlp(self.post_attention_layernorm(h), fused=ctx.fused)
 
 # %% ../nbs/02_models.ipynb #ad1d8ffd
 class LoopedLM(nn.Module):
@@ -194,6 +214,7 @@ class LoopedLM(nn.Module):
         super().__init__()
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")
         self.cfg, self.role, self.recompute = cfg, role, False
+        self.fused_decode = True     # decode steps on a GPU use looprl.kernels (False: the plain PyTorch path)
 
     def _head_init(self):
         E, V = self.cfg.hidden_size, self.cfg.vocab_size
@@ -214,7 +235,8 @@ class LoopedLM(nn.Module):
         if n > self.cfg.max_positions:
             raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
         cos, sin = self.rope_angles(positions, n)
-        return Ctx(positions, cos[:, :, None], sin[:, :, None], cache)
+        fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
+        return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
 
     def logits(self, h):
         "FP32 logits from final hidden states (actor)."

@@ -79,5 +79,9 @@ def phase_timing(result: dict, ax=None):
     x = range(len(keys))
     ax.bar([i - 0.2 for i in x], [result["eager"][k] for k in keys], width=0.4, label="eager")
     ax.bar([i + 0.2 for i in x], [result["graph"][k] for k in keys], width=0.4, label="graph")
+    run_key = {"phase_s": "wall_s", "warm_rollout_s": "warm_rollout_s"}
+    for r in result.get("runs", []):               # each run as a dot over its bar
+        for i, k in enumerate(keys):
+            ax.plot(i + (-0.2 if r["mode"] == "eager" else 0.2), r[run_key[k]], "k.", ms=4)
     ax.set_xticks(list(x), keys); ax.set(ylabel="seconds", title="complete phase, eager vs graph"); ax.legend(fontsize=8)
     return ax

@@ -42,9 +42,11 @@ def parser() -> argparse.ArgumentParser:
     a("--cuda-graphs", action="store_true", default=None, help="engine decode step as CUDA graphs")
     a("--ray-address", help="Ray cluster address (default: start a local Ray); 'local' runs both workers in this process")
     a("--train-env-vars", help="JSON object of environment variables for the trainer worker")
-    a("--transport", choices=["memory", "disk"], help="how publications reach the engine (default memory, through Ray)")
+    a("--transport", choices=["memory", "disk", "nccl"],
+      help="how publications reach the engine (default memory, through Ray; nccl: GPU to GPU, digested on the GPUs)")
     a("--threads", type=int, help="torch threads per worker on the CPU (default 1)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
+    a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
     a("--no-progress", action="store_true", help="no progress bar")
     return ap
 

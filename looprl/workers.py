@@ -13,9 +13,10 @@ from .config import load_config
 from .trainer import TrainSettings, build_trainer
 from .state import save_trainer_state, load_trainer_state, fault_point, seed_everything
 from .hf import write_tensors
+from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TrainerWorker', 'EngineWorker', 'Placement']
+__all__ = ['TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Placement']
 
 # %% ../nbs/10_workers.ipynb #b6d5120a
 class TrainerWorker:
@@ -91,11 +92,84 @@ class EngineWorker:
     def stats(self) -> dict: return dict(getattr(self.engine, "stats", {}))
 
 # %% ../nbs/10_workers.ipynb #a45ba7ba
+def pack_tensors(tensors, device, buffer: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
+    "Every tensor's bytes in one flat uint8 buffer on `device` (in name order, 256-byte aligned; `buffer` reused when it fits) and the manifest."
+    manifest, off = [], 0
+    for n in sorted(tensors):
+        t = tensors[n]
+        nb = t.numel() * t.element_size()
+        manifest.append((n, str(t.dtype).removeprefix("torch."), list(t.shape), off, nb))
+        off += -(-nb // 256) * 256
+    if buffer is None or buffer.numel() != off or buffer.device != torch.device(device):
+        buffer = torch.empty(off, dtype=torch.uint8, device=device)
+    for n, _, _, o, nb in manifest:
+        buffer[o:o + nb].copy_(tensors[n].detach().contiguous().view(-1).view(torch.uint8))
+    return buffer, manifest
+
+def unpack_tensors(buffer: torch.Tensor, manifest: list) -> dict:
+    "Views of the tensors of a packed buffer (no copies)."
+    return {n: buffer[o:o + nb].view(getattr(torch, dt)).view(shape) for n, dt, shape, o, nb in manifest}
+
+def free_port() -> int:
+    "A TCP port free on this host now (for the link's store)."
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+class WeightLink:
+    "A two-rank NCCL process group from the trainer's GPU (rank 0) to the engine's (rank 1)."
+    def __init__(self, rank: int, port: int, addr: str = "127.0.0.1", timeout_s: float = 600):
+        import datetime, torch.distributed as dist
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")          # no NVLink multicast
+        self.rank, self.device = rank, torch.device("cuda", torch.cuda.current_device())
+        store = dist.TCPStore(addr, port, 2, rank == 0, timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=2, device_id=self.device)
+        self.dist = dist
+
+    def send(self, buffer: torch.Tensor):
+        self.dist.send(buffer, dst=1); torch.cuda.synchronize(self.device)
+
+    def recv(self, buffer: torch.Tensor):
+        self.dist.recv(buffer, src=0); torch.cuda.synchronize(self.device)
+
+    def close(self):
+        if self.dist.is_initialized(): self.dist.destroy_process_group()
+
+# %% ../nbs/10_workers.ipynb #428b32f5
+@patch
+def open_link(self: TrainerWorker, port: int, addr: str = "127.0.0.1"): self.link = WeightLink(0, port, addr)
+
+@patch
+def stage_publication(self: TrainerWorker) -> dict:
+    "Pack the actor's tensors on its GPU and digest them there; returns the manifest and the digest (send follows)."
+    from looprl.hf import state_digest
+    model = self.trainer.actor.model
+    self._packed, manifest = pack_tensors(model.state_dict(), self.link.device, getattr(self, "_packed", None))
+    return dict(manifest=manifest, digest=state_digest(unpack_tensors(self._packed, manifest)), nbytes=self._packed.numel())
+
+@patch
+def send_publication(self: TrainerWorker): self.link.send(self._packed)
+
+@patch
+def open_link(self: EngineWorker, port: int, addr: str = "127.0.0.1"): self.link = WeightLink(1, port, addr)
+
+@patch
+def receive_publication(self: EngineWorker, version: int, staged: dict) -> str:
+    "Receive a packed publication over the link and run the publication transaction on it; returns the committed digest."
+    buf = getattr(self, "_packed", None)
+    if buf is None or buf.numel() != staged["nbytes"]:
+        buf = self._packed = torch.empty(staged["nbytes"], dtype=torch.uint8, device=self.link.device)
+    self.link.recv(buf)
+    return self.publish(version, dict(tensors=unpack_tensors(buf, staged["manifest"]), digest=staged["digest"]))
+
+# %% ../nbs/10_workers.ipynb #cc545438
 class Placement:
     "The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`)."
     def __init__(self, mode: str, trainer_kwargs: dict, engine_kwargs: dict, use_gpus: bool = False,
-                 ray_address: str | None = None, train_env_vars: dict | None = None):
+                 ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory"):
         self.mode = mode
+        if transport == "nccl" and (mode != "ray" or not use_gpus):
+            raise ValueError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --ray-address local)")
         if mode == "local":
             self.trainer = TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
             self.engine = EngineWorker(**engine_kwargs)
@@ -110,6 +184,9 @@ class Placement:
         self.trainer = (T.options(runtime_env=env) if env else T).remote(**trainer_kwargs, env_vars=train_env_vars)
         self.engine = E.remote(**engine_kwargs)
         ray.get([self.trainer.ready.remote(), self.engine.ready.remote()])
+        if transport == "nccl":
+            port = free_port()
+            ray.get([self.trainer.open_link.remote(port), self.engine.open_link.remote(port)])
 
     def submit(self, worker, method: str, *args):
         f = getattr(worker, method)

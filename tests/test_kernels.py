@@ -1,0 +1,99 @@
+"""The fused decode kernels (looprl.kernels) against the plain PyTorch path of the same modules.
+
+On a GPU they run in this process; without one they run in Triton's CPU interpreter in a subprocess
+(TRITON_INTERPRET=1 must be set before Triton is imported); without Triton the tests skip."""
+import os, subprocess, sys
+import pytest
+import torch
+
+CUDA = torch.cuda.is_available()
+
+
+def _checks(device: str):
+    from looprl import kernels as K
+    from looprl.config import tiny_config
+    from looprl.models import build_model, init_weights, decode_logits, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
+    from looprl.latents import sequence_latents
+    assert K.fused_available(device)
+    g = torch.Generator().manual_seed(0)
+    for dt, tol in ((torch.float32, 1e-5), (torch.float16, 2e-3)):
+        # norms with and without the residual and the second norm
+        E = 160
+        n1, n2 = RMSNorm(E, 1e-6).to(device, dt), RMSNorm(E, 1e-5).to(device, dt)
+        with torch.no_grad():
+            n1.weight.copy_(1 + 0.1 * torch.randn(E, generator=g)); n2.weight.copy_(1 + 0.1 * torch.randn(E, generator=g))
+        a, x = (torch.randn(3, 1, E, generator=g).to(device, dt) for _ in range(2))
+        with torch.no_grad():
+            y, z = K.add_rmsnorm(a, x, n1, then=n2)
+            torch.testing.assert_close(y, n1(a + x), atol=tol, rtol=tol)
+            torch.testing.assert_close(z, n2(n1(a + x)), atol=tol, rtol=tol)
+            torch.testing.assert_close(K.rmsnorm(a, n2), n2(a), atol=tol, rtol=tol)
+            up = torch.randn(3, 1, 2 * 70, generator=g).to(device, dt)
+            ga, ub = up.chunk(2, -1)
+            torch.testing.assert_close(K.silu_mul(ga, ub), torch.nn.functional.silu(ga) * ub, atol=tol, rtol=tol)
+    # the streaming product for a few FP16 rows, plain and with silu(x) * up formed on load; ragged N and K
+    for M, N, Kd in ((1, 200, 300), (5, 64, 512), (16, 130, 70)):
+        w = (torch.randn(N, Kd, generator=g) / Kd ** 0.5).to(device, torch.float16)
+        x, up = (torch.randn(M, 1, Kd, generator=g).to(device, torch.float16) for _ in range(2))
+        torch.testing.assert_close(K.linear(x, w), torch.nn.functional.linear(x, w), atol=2e-3, rtol=2e-3)
+        ref = torch.nn.functional.linear(torch.nn.functional.silu(x) * up, w)
+        torch.testing.assert_close(K.linear(x, w, up=up), ref, atol=3e-3, rtol=3e-3)
+        xs = torch.randn(M, 2 * Kd, generator=g).to(device, torch.float16)      # strided halves, as Huginn's fc output
+        torch.testing.assert_close(K.linear(xs[:, :Kd], w, up=xs[:, Kd:]), torch.nn.functional.linear(torch.nn.functional.silu(xs[:, :Kd]) * xs[:, Kd:], w), atol=3e-3, rtol=3e-3)
+    # attention with the cache, both RoPE layouts, GQA, biases, ragged positions: fused vs SDPA
+    for rope, H, KVH, D, bias in ((rope_interleaved, 4, 4, 32, True), (rope_half, 6, 2, 64, False)):
+        B, T = 3, 70
+        cache_a = KVCache(type("C", (), dict(kv_planes=2, n_kv_heads=KVH, head_dim=D))(), B, T, torch.float32, device)
+        cache_b = KVCache(type("C", (), dict(kv_planes=2, n_kv_heads=KVH, head_dim=D))(), B, T, torch.float32, device)
+        for c in (cache_a, cache_b):
+            c.k.copy_(torch.randn(c.k.shape, generator=torch.Generator().manual_seed(1)))
+            c.v.copy_(torch.randn(c.v.shape, generator=torch.Generator().manual_seed(2)))
+        pos = torch.tensor([[0], [33], [69]], device=device)
+        ang = torch.rand(B, 1, D // 2, generator=g).to(device) * 6
+        q = torch.randn(B, 1, H, D, generator=g).to(device)
+        k, v = (torch.randn(B, 1, KVH, D, generator=g).to(device) for _ in range(2))
+        qb, kb = (torch.randn(H, D, generator=g).to(device), torch.randn(KVH, D, generator=g).to(device)) if bias else (None, None)
+        ref = _attend(q, k, v, Ctx(pos, ang.cos()[:, :, None], ang.sin()[:, :, None], cache_a), 1, rope, qb, kb)
+        got = _attend(q, k, v, Ctx(pos, ang.cos()[:, :, None], ang.sin()[:, :, None], cache_b, fused=True), 1, rope, qb, kb)
+        torch.testing.assert_close(got, ref, atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(cache_b.k, cache_a.k, atol=1e-6, rtol=1e-6)
+        assert torch.equal(cache_b.v, cache_a.v)
+    # whole models, FP32: decode through the kernels vs the plain path, and twice the same bits
+    for fam in ("huginn_raven", "ouro", "nanbeige"):
+        cfg = tiny_config(fam)
+        m = init_weights(build_model(cfg, device=device), seed=3, perturb_norms=True).eval()
+        ids = torch.randint(0, cfg.vocab_size, (2, 9), generator=g).to(device)
+        lat = torch.stack([sequence_latents(cfg.hidden_size, s, 9) for s in (5, 6)]).to(device) if cfg.is_huginn else None
+        with torch.no_grad():
+            m.fused_decode = False; plain = decode_logits(m, ids, lat, prefill=4)
+            m.fused_decode = True; fused = decode_logits(m, ids, lat, prefill=4); again = decode_logits(m, ids, lat, prefill=4)
+        assert torch.equal(fused, again), fam
+        err = (fused - plain).abs().max().item()
+        assert err < 2e-5, (fam, err)
+    # FP16 Huginn through every kernel (the streaming product included): close to the plain path, deterministic
+    cfg = tiny_config("huginn_raven")
+    m = init_weights(build_model(cfg, device=device, dtype=torch.float16), seed=4).eval()
+    ids = torch.randint(0, cfg.vocab_size, (2, 7), generator=g).to(device)
+    lat = torch.stack([sequence_latents(cfg.hidden_size, s, 7) for s in (1, 2)]).to(device, torch.float16)
+    with torch.no_grad():
+        m.fused_decode = False; plain = decode_logits(m, ids, lat, prefill=3)
+        m.fused_decode = True; fused = decode_logits(m, ids, lat, prefill=3)
+        assert torch.equal(fused, decode_logits(m, ids, lat, prefill=3))
+    err = (fused - plain).abs().max().item()
+    assert err < 0.05, err
+    print("kernel checks passed on", device)
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device (the interpreter test covers CPU-only machines)")
+def test_kernels_cuda():
+    _checks("cuda")
+
+
+@pytest.mark.skipif(CUDA, reason="the CUDA test runs the kernels themselves")
+def test_kernels_interpreter():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    code = "import sys; sys.path.insert(0, %r); import test_kernels; test_kernels._checks('cpu')" % os.path.dirname(__file__)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "kernel checks passed" in r.stdout
