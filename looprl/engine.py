@@ -148,10 +148,11 @@ class Publication:
         cfg = model.cfg
         self.aliases = ("transformer.wte.weight", "lm_head.weight") if cfg.is_huginn and cfg.tie_embeddings else ()
         self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
+        self.on_gpu = {}        # name -> CUDA tensor whose blocks are hashed at check(), in one launch per device
 
     @torch.no_grad()
     def receive(self, chunk: Mapping[str, torch.Tensor]):
-        "Check, hash and stage one chunk of named tensors."
+        "Check, hash (or queue for the GPU) and stage one chunk of named tensors."
         src = f"publication {self.version}"
         for name, t in chunk.items():
             if name in self.blocks: raise PublicationError(f"{src}: tensor {name} was already received")
@@ -167,9 +168,15 @@ class Publication:
                     raise PublicationError(f"{src}: Huginn's tied lm_head.weight differs from transformer.wte.weight")
                 self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
             else:
-                self.blocks[name] = submit_blocks(t, self.pool)  # hashed on the pool while the next tensor copies
+                stage, on = self.staged[name], None
+                if t.is_cuda:           # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
+                    from looprl.gpu_digest import usable
+                    on = stage if stage.dtype == t.dtype and stage.is_cuda else t
+                    if not usable(on): on = None
+                if on is not None: self.blocks[name], self.on_gpu[name] = name, on
+                else: self.blocks[name] = submit_blocks(t, self.pool)  # hashed on the pool while the next tensor copies
                 if name in self.aliases: self.sent[name] = t
-                self.staged[name].copy_(t)
+                stage.copy_(t)
             self.meta[name] = (t.dtype, tuple(t.shape))
 
     def check(self) -> str:
@@ -177,7 +184,12 @@ class Publication:
         src = f"publication {self.version}"
         try: check_tensors(self.model, {n: self.staged[n] for n in self.blocks}, src)
         except CheckpointError as e: raise PublicationError(str(e)) from None
-        return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], [f.result() for f in fs]) for n, fs in self.blocks.items()})
+        gpu = {}
+        if self.on_gpu:
+            from looprl.gpu_digest import block_digests
+            gpu = block_digests(self.on_gpu)
+        blocks = lambda b: gpu[b] if isinstance(b, str) else [d for f in b for d in f.result()]   # a GPU name, or pool futures
+        return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], blocks(b)) for n, b in self.blocks.items()})
 
     @torch.no_grad()
     def apply(self):
@@ -186,7 +198,7 @@ class Publication:
         dev = next(self.model.parameters()).device
         if dev.type == "cuda": torch.cuda.synchronize(dev)
 
-    def close(self): self.pool.shutdown(wait=False); self.staged, self.sent = {}, {}
+    def close(self): self.pool.shutdown(wait=False); self.staged, self.sent, self.on_gpu = {}, {}, {}
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def _memory_available(device: torch.device) -> int:

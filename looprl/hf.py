@@ -16,27 +16,40 @@ from .config import LoopedConfig, load_config, tiny_config, TINY_CONFIGS, FAMILI
 from .models import build_model, init_weights, huginn_freqs_cis, LoopedLM
 
 # %% auto #0
-__all__ = ['DIGEST_BLOCK', 'DTYPE_NAMES', 'CheckpointError', 'submit_blocks', 'leaf_from_blocks', 'tensor_leaf',
-           'digest_from_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
-           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'make_tiny_checkpoint',
-           'checkpoint_sha256']
+__all__ = ['DIGEST_BLOCK', 'DIGEST_RUN', 'DTYPE_NAMES', 'CheckpointError', 'submit_blocks', 'gather_blocks', 'leaf_from_blocks',
+           'tensor_leaf', 'digest_from_leaves', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors',
+           'save_checkpoint', 'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint',
+           'make_tiny_checkpoint', 'checkpoint_sha256']
 
 # %% ../nbs/03_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
     "A checkpoint directory or publication that does not match the model; the message names the tensor or file."
 
 # %% ../nbs/03_hf.ipynb #bc06efa0
-DIGEST_BLOCK = 1 << 24     # 16 MiB: large tensors are hashed block by block, in parallel threads
+DIGEST_BLOCK = 1 << 16     # 64 KiB: the unit every digest hashes; one GPU lane or one step of a CPU run each
+DIGEST_RUN = 1 << 8        # blocks per CPU pool task (16 MiB)
 
 def _tensor_bytes(t: torch.Tensor):
     return memoryview(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
 
-def _sha(b) -> bytes: return hashlib.sha256(b).digest()     # hashlib releases the GIL on large buffers
+def _sha_run(mv, start: int, stop: int) -> list[bytes]:
+    "SHA-256 of each block of `mv` that starts in [start, stop) (an empty buffer has one empty block)."
+    return [hashlib.sha256(mv[i:i + DIGEST_BLOCK]).digest() for i in range(start, stop, DIGEST_BLOCK)]
+
+def _runs(n: int):
+    "(start, stop) of each pool task over `n` bytes."
+    step = DIGEST_BLOCK * DIGEST_RUN
+    return [(i, min(i + step, max(n, 1))) for i in range(0, max(n, 1), step)]
 
 def submit_blocks(t: torch.Tensor, pool) -> list:
-    "Copy `t`'s bytes to the CPU and submit the SHA-256 of each 16 MiB block to `pool`; returns the futures."
+    """Copy `t`'s bytes to the CPU and submit the SHA-256 of its 64 KiB blocks to `pool`, `DIGEST_RUN` blocks
+    per task. Returns the futures; each gives a list of block digests, in order (see `gather_blocks`)."""
     mv = _tensor_bytes(t)
-    return [pool.submit(_sha, mv[i:i + DIGEST_BLOCK]) for i in range(0, max(len(mv), 1), DIGEST_BLOCK)]
+    return [pool.submit(_sha_run, mv, a, b) for a, b in _runs(len(mv))]
+
+def gather_blocks(futures) -> list[bytes]:
+    "The block digests of one tensor, in order, from the futures of `submit_blocks`."
+    return [d for f in futures for d in f.result()]
 
 def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
     "A tensor's leaf: SHA-256 over its name, dtype, shape and the SHA-256 of each block of its bytes."
@@ -47,10 +60,10 @@ def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
     return h.digest()
 
 def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
-    "The leaf of one tensor (blocks hashed on `pool` when given)."
+    "The leaf of one tensor, on the CPU (runs of blocks hashed on `pool` when given)."
     mv = _tensor_bytes(t)
-    blocks = [mv[i:i + DIGEST_BLOCK] for i in range(0, max(len(mv), 1), DIGEST_BLOCK)]
-    return leaf_from_blocks(name, t.dtype, t.shape, pool.map(_sha, blocks) if pool is not None else map(_sha, blocks))
+    runs = pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None else (_sha_run(mv, *r) for r in _runs(len(mv)))
+    return leaf_from_blocks(name, t.dtype, t.shape, [d for run in runs for d in run])
 
 def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
     "The publication digest from per-tensor leaves: SHA-256 over (name, leaf) in name order."
@@ -58,16 +71,30 @@ def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
     for name in sorted(leaves): h.update(name.encode() + b"\0" + leaves[name])
     return "sha256:" + h.hexdigest()
 
-def state_digest(tensors, threads: int = 16) -> str:
-    """Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking.
-    Blocks of every tensor are hashed on a thread pool while the next tensor is copied to the CPU."""
+# %% ../nbs/03_hf.ipynb #0b1f0adf
+def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: bool = True) -> dict[str, bytes]:
+    """The leaf of every named tensor (a mapping or (name, tensor) pairs): CUDA tensors hashed on their GPU
+    in one kernel launch per device (unless `gpu=False`), the others on a pool of `threads` CPU threads."""
     from concurrent.futures import ThreadPoolExecutor
     items = list(tensors.items() if isinstance(tensors, Mapping) else tensors)
-    with ThreadPoolExecutor(threads) as pool:
-        pending = [(n, t.dtype, tuple(t.shape), submit_blocks(t, pool)) for n, t in items]
-        return digest_from_leaves({n: leaf_from_blocks(n, dt, shp, [f.result() for f in fs]) for n, dt, shp, fs in pending})
+    on_gpu, leaves = {}, {}
+    if gpu and any(t.is_cuda for _, t in items):        # Triton is imported only when there is a CUDA tensor
+        from looprl.gpu_digest import usable, leaves_on_device
+        on_gpu = {n: t for n, t in items if usable(t)}
+        if on_gpu: leaves = leaves_on_device(on_gpu)
+    rest = [(n, t) for n, t in items if n not in on_gpu]
+    if rest:
+        with ThreadPoolExecutor(threads) as pool:
+            pending = [(n, t.dtype, tuple(t.shape), submit_blocks(t, pool)) for n, t in rest]
+            leaves.update({n: leaf_from_blocks(n, dt, shp, gather_blocks(fs)) for n, dt, shp, fs in pending})
+    return leaves
 
-# %% ../nbs/03_hf.ipynb #527d8c5b
+def state_digest(tensors, threads: int = 16) -> str:
+    """Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking.
+    CUDA tensors are hashed on their GPU, the others on a thread pool (`tensor_leaves`)."""
+    return digest_from_leaves(tensor_leaves(tensors, threads))
+
+# %% ../nbs/03_hf.ipynb #47410f32
 def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
     "A snapshot of the actor's native tensors (CPU copies), optionally cast to `dtype` (buffers stay FP32)."
     if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
@@ -78,7 +105,7 @@ def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
         out[name] = t.to("cpu", copy=True).contiguous()
     return out
 
-# %% ../nbs/03_hf.ipynb #bb80e73f
+# %% ../nbs/03_hf.ipynb #a5a38ef5
 DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 def _umask() -> int:
@@ -134,7 +161,7 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
         shutil.rmtree(tmp, ignore_errors=True); raise
     return path
 
-# %% ../nbs/03_hf.ipynb #47410f32
+# %% ../nbs/03_hf.ipynb #ddd1e7c0
 def checkpoint_files(path) -> list[Path]:
     "The safetensors files of a checkpoint directory, in index order."
     path = Path(path)
@@ -161,7 +188,7 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
                 out[n] = fh.get_tensor(n)
     return out
 
-# %% ../nbs/03_hf.ipynb #a5a38ef5
+# %% ../nbs/03_hf.ipynb #5481936a
 def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint", role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
     role = role or model.role
@@ -197,7 +224,7 @@ def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: Lo
     model = build_model(cfg, role, device=device, dtype=dtype)
     return load_into(model, read_tensors(path), str(path))
 
-# %% ../nbs/03_hf.ipynb #f602fff6
+# %% ../nbs/03_hf.ipynb #09b5197b
 def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, **overrides) -> Path:
     "A tiny `family` checkpoint directory with random weights and a tokenizer, in the real layout."
     from looprl.data import build_char_tokenizer, TINY_ALPHABET
