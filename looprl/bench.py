@@ -211,7 +211,7 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
 
 # %% ../nbs/14_bench.ipynb #54a40f87
 def main(argv=None):
-    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,phases,latents,flow-kl} [options]"
+    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m looprl.bench", description=main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -229,12 +229,13 @@ def main(argv=None):
     p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir"); p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--transport", choices=["memory", "nccl"], default="memory",
                    help="memory: one process, src → dst; nccl: trainer and engine processes on GPUs 0 and 1")
+    dg = sub.add_parser("digest"); dg.add_argument("--bytes", type=int, default=7_823_586_624); dg.add_argument("--device", default="cuda")
     ph = sub.add_parser("phases"); ph.add_argument("--model", required=True); ph.add_argument("--algorithm", default="grpo")
     ph.add_argument("--pairs", type=int, default=3); ph.add_argument("--updates", type=int, default=3)
     ph.add_argument("--workdir", default="/tmp/looprl-phases"); ph.add_argument("--train-args", default="", help="extra looprl.train arguments")
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
     k = sub.add_parser("flow-kl")
-    for s in (r, d, mm, t, p, ph, l, k): s.add_argument("--out", help="JSON output file")
+    for s in (r, d, mm, t, p, dg, ph, l, k): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
     if a.cmd == "rollout":
         from looprl.engine import bench_rollout
@@ -256,6 +257,9 @@ def main(argv=None):
     elif a.cmd == "publication":
         if a.transport == "nccl": res = bench_publication_nccl(a.preset, repeats=a.repeats); name = f"publication-{a.preset}-nccl"
         else: res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
+    elif a.cmd == "digest":
+        from looprl.gpu_digest import bench_digest
+        res = bench_digest(a.bytes, a.device); name = "digest"
     elif a.cmd == "phases":
         res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()))
         name = f"phases-{a.algorithm}-{Path(a.model).name}"
