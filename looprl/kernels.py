@@ -10,8 +10,7 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['GEMV_MAX_ROWS', 'interpreting', 'fused_available', 'add_rmsnorm', 'rmsnorm', 'rope_cache_write', 'decode_attention',
-           'silu_mul', 'linear']
+__all__ = ['interpreting', 'fused_available', 'add_rmsnorm', 'rmsnorm', 'rope_cache_write', 'decode_attention', 'silu_mul']
 
 # %% ../nbs/02a_kernels.ipynb #8182f6e9
 try:
@@ -195,40 +194,3 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     BLOCK = 1024
     _silu_mul_kernel[(g2.shape[0], triton.cdiv(N, BLOCK))](g2, u2, out, g2.stride(0), u2.stride(0), N, BLOCK=BLOCK, num_warps=4)
     return out.view(*shape[:-1], N)
-
-# %% ../nbs/02a_kernels.ipynb #2a4e374d
-if triton is not None:
-    @triton.jit
-    def _gemv_kernel(x_ptr, up_ptr, w_ptr, y_ptr, M, N, sx, su, K: tl.constexpr, SILU_UP: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-        n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        m = tl.arange(0, BLOCK_M)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            k = k0 + tl.arange(0, BLOCK_K)
-            mk = k < K
-            w = tl.load(w_ptr + n[:, None].to(tl.int64) * K + k[None, :], mask=(n[:, None] < N) & mk[None, :], other=0.0)
-            x = tl.load(x_ptr + m[:, None] * sx + k[None, :], mask=(m[:, None] < M) & mk[None, :], other=0.0)
-            if SILU_UP:
-                xf = x.to(tl.float32)
-                g = (xf / (1.0 + tl.exp(-xf))).to(x.dtype)
-                u = tl.load(up_ptr + m[:, None] * su + k[None, :], mask=(m[:, None] < M) & mk[None, :], other=0.0)
-                x = (g.to(tl.float32) * u.to(tl.float32)).to(x.dtype)
-            acc += tl.dot(x, tl.trans(w))
-        tl.store(y_ptr + m[:, None] * N + n[None, :], acc.to(y_ptr.dtype.element_ty), mask=(m[:, None] < M) & (n[None, :] < N))
-
-GEMV_MAX_ROWS = 16
-
-def linear(x: torch.Tensor, weight: torch.Tensor, up: torch.Tensor | None = None) -> torch.Tensor:
-    "`x @ weight.T` (or `(silu(x) * up) @ weight.T`) for x [..., K]; the streaming kernel for ≤ 16 FP16/BF16 rows, else cuBLAS."
-    shape, K = x.shape, x.shape[-1]
-    x2 = x.reshape(-1, K)
-    M, N = x2.shape[0], weight.shape[0]
-    if (M > GEMV_MAX_ROWS or x.dtype not in (torch.float16, torch.bfloat16) or os.environ.get("LOOPRL_DECODE_GEMV") == "cublas"
-            or x2.stride(-1) != 1 or not weight.is_contiguous()):
-        return torch.nn.functional.linear(silu_mul(x, up) if up is not None else x, weight)
-    u2 = up.reshape(-1, K) if up is not None else x2
-    y = torch.empty(M, N, dtype=x.dtype, device=x.device)
-    _gemv_kernel[(triton.cdiv(N, 64),)](x2, u2, weight, y, M, N, x2.stride(0), u2.stride(0), K=K, SILU_UP=up is not None,
-                                        BLOCK_M=16, BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=4)
-    return y.view(*shape[:-1], N)

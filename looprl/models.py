@@ -129,10 +129,9 @@ class HuginnAttention(nn.Module):
         if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
         self.proj = nn.Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
-        lin = K.linear if ctx.fused else F.linear
-        q, k, v = lin(x, self.Wqkv.weight).unflatten(-1, (3, self.H, self.D)).unbind(2)
+        q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
         bias = (self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ()
-        return lin(_attend(q, k, v, ctx, plane, rope_interleaved, *bias), self.proj.weight)
+        return self.proj(_attend(q, k, v, ctx, plane, rope_interleaved, *bias))
 
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LoopedConfig):
@@ -142,11 +141,10 @@ class LlamaAttention(nn.Module):
         self.q_proj, self.k_proj = nn.Linear(E, H * D, bias=False), nn.Linear(E, Hkv * D, bias=False)
         self.v_proj, self.o_proj = nn.Linear(E, Hkv * D, bias=False), nn.Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
-        lin = K.linear if ctx.fused else F.linear
-        q = lin(x, self.q_proj.weight).unflatten(-1, (self.H, self.D))
-        k = lin(x, self.k_proj.weight).unflatten(-1, (self.Hkv, self.D))
-        v = lin(x, self.v_proj.weight).unflatten(-1, (self.Hkv, self.D))
-        return lin(_attend(q, k, v, ctx, plane, rope_half), self.o_proj.weight)
+        q = self.q_proj(x).unflatten(-1, (self.H, self.D))
+        k = self.k_proj(x).unflatten(-1, (self.Hkv, self.D))
+        v = self.v_proj(x).unflatten(-1, (self.Hkv, self.D))
+        return self.o_proj(_attend(q, k, v, ctx, plane, rope_half))
 
 class FusedGatedMLP(nn.Module):
     "Huginn's MLP: `fc` rows are gate | up."
@@ -155,11 +153,8 @@ class FusedGatedMLP(nn.Module):
         self.fc = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
     def forward(self, x, fused: bool = False):
-        if fused:                      # silu(gate) * up is formed as the down projection loads its input
-            gate, up = K.linear(x, self.fc.weight).chunk(2, dim=-1)
-            return K.linear(gate, self.proj.weight, up=up)
         a, b = self.fc(x).chunk(2, dim=-1)
-        return self.proj(F.silu(a) * b)
+        return self.proj(K.silu_mul(a, b) if fused else F.silu(a) * b)
 
 class GatedMLP(nn.Module):
     def __init__(self, cfg):
@@ -168,8 +163,8 @@ class GatedMLP(nn.Module):
         self.gate_proj, self.up_proj = nn.Linear(E, I, bias=False), nn.Linear(E, I, bias=False)
         self.down_proj = nn.Linear(I, E, bias=False)
     def forward(self, x, fused: bool = False):
-        if fused: return K.linear(K.linear(x, self.gate_proj.weight), self.down_proj.weight, up=K.linear(x, self.up_proj.weight))
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        g, u = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(K.silu_mul(g, u) if fused else F.silu(g) * u)
 
 # %% ../nbs/02_models.ipynb #757ada96
 class SandwichBlock(nn.Module):
