@@ -85,14 +85,10 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
 def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str = "cuda:1", dtype: str = "float16",
                       repeats: int = 3, disk_dir: str | None = None) -> dict:
     "Seconds for a complete publication from a model on `src` to an engine on `dst` (memory path; disk path too if `disk_dir`)."
-    from looprl.config import real_config, tiny_config
-    from looprl.models import build_model, init_weights
-    from looprl.hf import export_tensors, state_digest
+    from looprl.hf import export_tensors
     from looprl.engine import Engine
-    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    cfg, m = _publication_model(preset, dtype, src)
     dt = getattr(torch, dtype)
-    with torch.device(src): m = build_model(cfg, dtype=dt)
-    init_weights(m, seed=0)
     eng = Engine(cfg, device=dst, dtype=dt, max_batch=1, max_len=256)
     sync = lambda: [torch.cuda.synchronize(d) for d in (src, dst) if str(d).startswith("cuda")]
     times, version = [], 0
@@ -144,7 +140,7 @@ def _nccl_engine(preset, dtype, port, repeats, barrier, from_trainer, results):
     from looprl.engine import Engine
     torch.cuda.set_device(1)
     from looprl.config import real_config, tiny_config
-    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")      # the engine builds its own model
     eng = Engine(cfg, device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
     link, buf = WeightLink(1, port), None
     for v in range(1, repeats + 1):

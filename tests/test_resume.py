@@ -62,3 +62,15 @@ def test_disk_transport_equals_memory(tiny_models, arithmetic, tmp_path):
     assert sorted(p.name for p in (b / "publications").iterdir()) == ["v000001", "v000002"]
     assert (b / "publications" / "v000001" / "model.safetensors.index.json").exists()
     c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
+
+def test_sparse_checkpoints_resume_equal(tiny_models, arithmetic, tmp_path):
+    "--checkpoint-every: only the last update of each process and every N-th are checkpointed; resuming from them is still exact."
+    m, common = tiny_models["huginn_raven"], ["--algorithm", "grpo", "--precision", "fp32", "--updates", "3"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert train(m, arithmetic, a, *common, "--checkpoint-every", "5").returncode == 0
+    assert sorted(p.name for p in (a / "checkpoints").glob("update-*")) == ["update-000003"]
+    assert train(m, arithmetic, b, *common, "--stop-after", "2", "--checkpoint-every", "5").returncode == 0
+    assert sorted(p.name for p in (b / "checkpoints").glob("update-*")) == ["update-000002"]
+    r = run_cli("looprl.train", "--output", b, "--resume", "--ray-address", "local", "--no-progress"); assert r.returncode == 0, r.stderr
+    assert run_cli("looprl.compare", a, b).returncode == 0
+    assert json.loads((b / "summary.json").read_text())["start"] == 2

@@ -70,3 +70,10 @@ def test_resume_with_a_different_contract_and_finished_run(tmp_path, tiny_models
 def test_new_run_into_non_empty_directory(tmp_path):
     d = tmp_path / "busy"; d.mkdir(); (d / "x").write_text("keep")
     assert "not empty" in bad(d)
+
+def test_nccl_transport_needs_two_gpu_workers(tmp_path):
+    # bad() runs with --ray-address local (in-process workers), which cannot hold a two-rank NCCL link
+    assert "--transport nccl" in bad(tmp_path / "new", "--transport", "nccl")
+
+def test_checkpoint_every_must_be_positive(tmp_path):
+    assert "--checkpoint-every" in bad(tmp_path / "new", "--checkpoint-every", "0")
