@@ -110,10 +110,13 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
         out.update(disk_write_s=t_write, disk_read_commit_s=time.perf_counter() - t)
     return out
 
-def _publication_model(preset: str, dtype: str, device: str):
+def _publication_config(preset: str):
     from looprl.config import real_config, tiny_config
+    return real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+
+def _publication_model(preset: str, dtype: str, device: str):
     from looprl.models import build_model, init_weights
-    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    cfg = _publication_config(preset)
     with torch.device(device): m = build_model(cfg, dtype=getattr(torch, dtype))
     return cfg, init_weights(m, seed=0)
 
@@ -139,9 +142,7 @@ def _nccl_engine(preset, dtype, port, repeats, barrier, from_trainer, results):
     from looprl.workers import WeightLink, unpack_tensors
     from looprl.engine import Engine
     torch.cuda.set_device(1)
-    from looprl.config import real_config, tiny_config
-    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")      # the engine builds its own model
-    eng = Engine(cfg, device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
+    eng = Engine(_publication_config(preset), device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
     link, buf = WeightLink(1, port), None
     for v in range(1, repeats + 1):
         barrier.wait()

@@ -18,7 +18,7 @@ import looprl
 from .config import LoopedConfig, load_config, real_config, tiny_config, REAL_CONFIGS, FAMILIES
 from .models import build_model, init_weights, KVCache, LoopedLM
 from . import kernels as K
-from .hf import check_tensors, checkpoint_files, submit_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
+from .hf import check_tensors, checkpoint_files, submit_blocks, gather_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
 from .latents import LATENT_PROFILE, latent_noise, sequence_latents, environment_fingerprint, LatentTrace
 
 # %% auto #0
@@ -188,7 +188,7 @@ class Publication:
         if self.on_gpu:
             from looprl.gpu_digest import block_digests
             gpu = block_digests(self.on_gpu)
-        blocks = lambda b: gpu[b] if isinstance(b, str) else [d for f in b for d in f.result()]   # a GPU name, or pool futures
+        blocks = lambda b: gpu[b] if isinstance(b, str) else gather_blocks(b)   # a GPU name, or pool futures
         return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], blocks(b)) for n, b in self.blocks.items()})
 
     @torch.no_grad()

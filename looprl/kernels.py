@@ -71,6 +71,18 @@ def rmsnorm(x: torch.Tensor, norm) -> torch.Tensor:
 # %% ../nbs/02a_kernels.ipynb #bca93055
 if triton is not None:
     @triton.jit
+    def _rotate_head(x_ptr, b_ptr, out_ptr, i0, i1, mi, c, s, HAS_BIAS: tl.constexpr):
+        "Load one head's pairs (i0, i1), add the bias rounded as PyTorch rounds it, rotate in FP32, store at out_ptr."
+        x0 = tl.load(x_ptr + i0, mask=mi, other=0.0)
+        x1 = tl.load(x_ptr + i1, mask=mi, other=0.0)
+        if HAS_BIAS:
+            x0 = (x0.to(tl.float32) + tl.load(b_ptr + i0, mask=mi, other=0.0).to(tl.float32)).to(x0.dtype)
+            x1 = (x1.to(tl.float32) + tl.load(b_ptr + i1, mask=mi, other=0.0).to(tl.float32)).to(x1.dtype)
+        f0, f1 = x0.to(tl.float32), x1.to(tl.float32)
+        tl.store(out_ptr + i0, (f0 * c - f1 * s).to(out_ptr.dtype.element_ty), mask=mi)
+        tl.store(out_ptr + i1, (f1 * c + f0 * s).to(out_ptr.dtype.element_ty), mask=mi)
+
+    @triton.jit
     def _rope_cache_kernel(q_ptr, k_ptr, v_ptr, qb_ptr, kb_ptr, cos_ptr, sin_ptr, pos_ptr, out_ptr, kc_ptr, vc_ptr,
                            sq_b, sq_h, sk_b, sk_h, sv_b, sv_h, sc_b, sc_h, sc_t, H, KVH,
                            D: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -82,30 +94,14 @@ if triton is not None:
         else: i0, i1 = i, i + HALF
         c = tl.load(cos_ptr + b * HALF + i, mask=mi, other=1.0)
         s = tl.load(sin_ptr + b * HALF + i, mask=mi, other=0.0)
-        q0 = tl.load(q_ptr + b * sq_b + h * sq_h + i0, mask=mi, other=0.0)
-        q1 = tl.load(q_ptr + b * sq_b + h * sq_h + i1, mask=mi, other=0.0)
-        if HAS_BIAS:
-            q0 = (q0.to(tl.float32) + tl.load(qb_ptr + h * D + i0, mask=mi, other=0.0).to(tl.float32)).to(q0.dtype)
-            q1 = (q1.to(tl.float32) + tl.load(qb_ptr + h * D + i1, mask=mi, other=0.0).to(tl.float32)).to(q1.dtype)
-        f0, f1 = q0.to(tl.float32), q1.to(tl.float32)
-        o = out_ptr + (b * H + h) * D
-        tl.store(o + i0, (f0 * c - f1 * s).to(q0.dtype), mask=mi)
-        tl.store(o + i1, (f1 * c + f0 * s).to(q0.dtype), mask=mi)
+        _rotate_head(q_ptr + b * sq_b + h * sq_h, qb_ptr + h * D, out_ptr + (b * H + h) * D, i0, i1, mi, c, s, HAS_BIAS)
         if h < KVH:
-            pos = tl.load(pos_ptr + b)
-            k0 = tl.load(k_ptr + b * sk_b + h * sk_h + i0, mask=mi, other=0.0)
-            k1 = tl.load(k_ptr + b * sk_b + h * sk_h + i1, mask=mi, other=0.0)
-            if HAS_BIAS:
-                k0 = (k0.to(tl.float32) + tl.load(kb_ptr + h * D + i0, mask=mi, other=0.0).to(tl.float32)).to(k0.dtype)
-                k1 = (k1.to(tl.float32) + tl.load(kb_ptr + h * D + i1, mask=mi, other=0.0).to(tl.float32)).to(k1.dtype)
-            g0, g1 = k0.to(tl.float32), k1.to(tl.float32)
-            kc = kc_ptr + b * sc_b + h * sc_h + pos * sc_t
-            tl.store(kc + i0, (g0 * c - g1 * s).to(kc_ptr.dtype.element_ty), mask=mi)
-            tl.store(kc + i1, (g1 * c + g0 * s).to(kc_ptr.dtype.element_ty), mask=mi)
+            cache_at = b * sc_b + h * sc_h + tl.load(pos_ptr + b) * sc_t
+            _rotate_head(k_ptr + b * sk_b + h * sk_h, kb_ptr + h * D, kc_ptr + cache_at, i0, i1, mi, c, s, HAS_BIAS)
             d = tl.arange(0, BLOCK_D)
             md = d < D
             v = tl.load(v_ptr + b * sv_b + h * sv_h + d, mask=md, other=0.0)
-            tl.store(vc_ptr + b * sc_b + h * sc_h + pos * sc_t + d, v.to(vc_ptr.dtype.element_ty), mask=md)
+            tl.store(vc_ptr + cache_at + d, v.to(vc_ptr.dtype.element_ty), mask=md)
 
 def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None):
     """Rotate q [B,1,H,D] and k [B,1,Hkv,D] (plus biases [H,D]/[Hkv,D]) by cos/sin [B,D/2] (FP32); write k and v

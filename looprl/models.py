@@ -174,7 +174,7 @@ class SandwichBlock(nn.Module):
         self.norm_1, self.attn, self.norm_2 = RMSNorm(E, eps), HuginnAttention(cfg), RMSNorm(E, eps)
         self.mlp, self.norm_3, self.norm_4 = FusedGatedMLP(cfg), RMSNorm(E, eps), RMSNorm(E, eps)
     def forward(self, x, ctx, plane):
-        if ctx.fused:       # the same computation in five small kernels around the four products
+        if ctx.fused:       # the same computation in seven small kernels around the four products
             x, h = K.add_rmsnorm(self.attn(K.rmsnorm(x, self.norm_1), ctx, plane), x, self.norm_2, then=self.norm_3)
             return K.add_rmsnorm(self.mlp(h, fused=True), x, self.norm_4)
         x = self.norm_2(self.attn(self.norm_1(x), ctx, plane) + x)

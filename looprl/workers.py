@@ -121,7 +121,7 @@ class WeightLink:
     def __init__(self, rank: int, port: int, addr: str = "127.0.0.1", timeout_s: float = 600):
         import datetime, torch.distributed as dist
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")          # no NVLink multicast
-        self.rank, self.device = rank, torch.device("cuda", torch.cuda.current_device())
+        self.device = torch.device("cuda", torch.cuda.current_device())
         store = dist.TCPStore(addr, port, 2, rank == 0, timeout=datetime.timedelta(seconds=timeout_s))
         dist.init_process_group("nccl", store=store, rank=rank, world_size=2, device_id=self.device)
         self.dist = dist
