@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication', 'bench_publication_nccl',
-           'bench_phases', 'main']
+__all__ = ['PHASE_MODES', 'environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication',
+           'bench_publication_nccl', 'phase_order', 'run_phase', 'bench_phases', 'main']
 
 # %% ../nbs/14_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -174,39 +174,68 @@ def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", 
                 total_s=med, runs=rows, digest=rows[-1]["digest"])
 
 
-def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
-                 extra: tuple = ()) -> dict:
-    """Eager vs CUDA-graph decoding over complete runs (`python -m looprl.train` in fresh processes: startup, rollout, reward,
-    training, publication, checkpoint), in matched pairs AB, BA, AB…; reports the median over runs of each run's figure."""
+PHASE_MODES = {"eager": (), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
+
+def phase_order(pairs: int) -> list:
+    "Matched pairs AB, BA, AB…: A = eager, B = graph; alternating the order spreads any drift (warming disks, clocks) over both."
+    return [m for i in range(pairs) for m in (("eager", "graph") if i % 2 == 0 else ("graph", "eager"))]
+
+def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, extra: tuple = (), device: str = "cuda") -> dict:
+    "One complete run of `python -m looprl.train` in a fresh process; its wall time and what its summary and metrics say."
     import shutil, statistics, subprocess
-    order = [m for i in range(pairs) for m in (("eager", "graph") if i % 2 == 0 else ("graph", "eager"))]
-    runs = []
-    for i, mode in enumerate(order):
-        out = Path(workdir) / f"{i:02d}-{mode}"
-        shutil.rmtree(out, ignore_errors=True)
-        cmd = [sys.executable, "-m", "looprl.train", "--model", model, "--algorithm", algorithm, "--device", "cuda",
-               "--updates", str(updates), "--output", str(out), "--no-progress", *(["--cuda-graphs"] if mode == "graph" else []), *extra]
-        t = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t
-        if r.returncode: raise RuntimeError(f"run {i} ({mode}) failed with exit {r.returncode}: {r.stderr[-2000:]}")
-        summ = json.loads((out / "summary.json").read_text())
-        lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
-        rollout = [l["time"]["rollout_s"] for l in lines]
-        runs.append(dict(index=i, mode=mode, wall_s=wall, startup_s=summ["startup_s"], rollout_s=rollout,
-                         warm_rollout_s=statistics.median(rollout[1:]) if len(rollout) > 1 else rollout[0],
-                         phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]}, engine_stats=summ["engine_stats"]))
-        shutil.rmtree(out, ignore_errors=True)
-    med = lambda mode, key: statistics.median(r[key] for r in runs if r["mode"] == mode)
-    res = {m: dict(phase_s=med(m, "wall_s"), warm_rollout_s=med(m, "warm_rollout_s")) for m in ("eager", "graph")}
-    res.update(order="".join("A" if m == "eager" else "B" for m in order), algorithm=algorithm, updates=updates, model=model,
-               phase_eager_over_graph=res["eager"]["phase_s"] / res["graph"]["phase_s"],
-               warm_rollout_eager_over_graph=res["eager"]["warm_rollout_s"] / res["graph"]["warm_rollout_s"],
-               graph_fallbacks=sum(r["engine_stats"].get("fallbacks", 0) for r in runs if r["mode"] == "graph"),
-               graph_captures=[r["engine_stats"].get("captures", 0) for r in runs if r["mode"] == "graph"], runs=runs)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "looprl.train", "--model", str(model), "--algorithm", algorithm, "--device", device,
+           "--updates", str(updates), "--output", str(out), "--no-progress", *PHASE_MODES[mode], *extra]
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode: raise RuntimeError(f"{mode} run failed with exit {r.returncode}: {r.stderr[-2000:]}")
+    summ = json.loads((out / "summary.json").read_text())
+    lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    shutil.rmtree(out, ignore_errors=True)
+    rollout = [l["time"]["rollout_s"] for l in lines]
+    captures = [st["captures"] for st in summ["engine_stats_by_update"]]
+    return dict(wall_s=wall, startup_s=summ["startup_s"], rollout_s=rollout,
+                warm_rollout_s=statistics.median(rollout[1:]) if len(rollout) > 1 else rollout[0],
+                phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]}, engine_stats=summ["engine_stats"],
+                captures_by_update=captures, recaptures_after_warmup=captures[-1] - captures[0])
+
+def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
+                 extra: tuple = (), device: str = "cuda", max_runs: int | None = None, ledger: str | None = None,
+                 run=run_phase) -> dict:
+    """Eager vs CUDA-graph decoding over complete runs (startup, rollout, reward, training, publication, checkpoint) in
+    fresh processes, in matched pairs AB, BA, AB…; reports the median over runs of each run's figures.
+    Each finished run is appended to a ledger (`workdir/runs.jsonl`), and a later call with the same setting continues
+    where it stopped: `max_runs` bounds the runs of one call, so the pairs can span several calls of limited length."""
+    import statistics
+    setting = dict(model=str(model), algorithm=algorithm, updates=updates, extra=list(extra), device=device)
+    ledger = Path(ledger) if ledger else Path(workdir) / "runs.jsonl"
+    runs = [json.loads(l) for l in ledger.read_text().splitlines()] if ledger.exists() else []
+    order = phase_order(pairs)
+    for r in runs:
+        if r["setting"] != setting: raise ValueError(f"{ledger}: run {r['index']} has setting {r['setting']}, not {setting}; use another ledger")
+    if len(runs) > len(order): raise ValueError(f"{ledger}: holds {len(runs)} runs, more than the {len(order)} of {pairs} pairs")
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    first = len(runs)
+    for i in range(first, len(order) if max_runs is None else min(len(order), first + max_runs)):
+        rec = dict(index=i, mode=order[i], setting=setting,
+                   **run(model, algorithm, updates, order[i], Path(workdir) / f"{i:02d}-{order[i]}", tuple(extra), device))
+        with ledger.open("a") as f: f.write(json.dumps(rec) + "\n")
+        runs.append(rec)
+    res = dict(algorithm=algorithm, updates=updates, model=str(model), extra=list(extra), ledger=str(ledger),
+               order="".join("A" if m == "eager" else "B" for m in order), runs_done=len(runs), complete=len(runs) == len(order))
+    if res["complete"]:
+        med = lambda mode, key: statistics.median(r[key] for r in runs if r["mode"] == mode)
+        res.update({m: dict(phase_s=med(m, "wall_s"), warm_rollout_s=med(m, "warm_rollout_s")) for m in ("eager", "graph")})
+        graph = [r for r in runs if r["mode"] == "graph"]
+        res.update(phase_eager_over_graph=res["eager"]["phase_s"] / res["graph"]["phase_s"],
+                   warm_rollout_eager_over_graph=res["eager"]["warm_rollout_s"] / res["graph"]["warm_rollout_s"],
+                   graph_fallbacks=sum(r["engine_stats"]["fallbacks"] for r in graph),
+                   graph_recaptures_after_warmup=sum(r["recaptures_after_warmup"] for r in graph))
+    res["runs"] = runs
     return res
 
-# %% ../nbs/14_bench.ipynb #54a40f87
+# %% ../nbs/14_bench.ipynb #92373ad8
 def main(argv=None):
     "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -230,6 +259,8 @@ def main(argv=None):
     ph = sub.add_parser("phases"); ph.add_argument("--model", required=True); ph.add_argument("--algorithm", default="grpo")
     ph.add_argument("--pairs", type=int, default=3); ph.add_argument("--updates", type=int, default=3)
     ph.add_argument("--workdir", default="/tmp/looprl-phases"); ph.add_argument("--train-args", default="", help="extra looprl.train arguments")
+    ph.add_argument("--device", default="cuda"); ph.add_argument("--ledger", help="runs so far (default WORKDIR/runs.jsonl)")
+    ph.add_argument("--max-runs", type=int, help="stop after this many new runs; a later call continues from the ledger")
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
     k = sub.add_parser("flow-kl")
     for s in (r, d, mm, t, p, dg, ph, l, k): s.add_argument("--out", help="JSON output file")
@@ -258,7 +289,7 @@ def main(argv=None):
         from looprl.gpu_digest import bench_digest
         res = bench_digest(a.bytes, a.device); name = "digest"
     elif a.cmd == "phases":
-        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()))
+        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device, a.max_runs, a.ledger)
         name = f"phases-{a.algorithm}-{Path(a.model).name}"
     elif a.cmd == "latents":
         from looprl.latents import bench_latents

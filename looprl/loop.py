@@ -279,10 +279,12 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             start, next_version = loop["next_update"], loop["next_version"]
         truncate_records(run_dir, start)
         end = o.stop_after if o.stop_after is not None else o.updates
-        summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=s.precision, start=start, updates=[], startup_s=startup)
+        summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=s.precision, start=start, updates=[],
+                       engine_stats_by_update=[], startup_s=startup)
         bar = _progress(range(start, end), progress, o.algorithm)
         for u in bar:
             summary["updates"].append(one_update(p, pl, run_dir, cursor, u, next_version, bar))
+            summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
             next_version += 1
         summary["stopped_after"] = end if end < o.updates else None
         summary["engine_stats"] = pl.call(pl.engine, "stats")     # captures, replays, fallbacks of the CUDA graphs
