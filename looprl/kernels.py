@@ -156,7 +156,7 @@ if triton is not None:
         acc = tl.load(acc_ptr + (row * TILES + j[:, None]) * D + d[None, :], mask=mj[:, None] & md[None, :], other=0.0)
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
-def decode_attention(q, k_plane, v_plane, pos, block_t: int = 64) -> torch.Tensor:
+def decode_attention(q, k_plane, v_plane, pos, block_t: int = 64, num_warps: int = 4) -> torch.Tensor:
     "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
     B, H, D = q.shape
     KVH, T = k_plane.shape[1], k_plane.shape[2]
@@ -164,7 +164,7 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int = 64) -> torch.Tenso
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
     _attention_tile_kernel[(B, H, tiles)](q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1), k_plane.stride(2),
-                                          H, H // KVH, D ** -0.5, D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t, num_warps=4)
+                                          H, H // KVH, D ** -0.5, D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t, num_warps=num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
     _attention_combine_kernel[(B * H,)](m, l, acc, out, tiles, D=D, BLOCK_D=BLOCK_D, BLOCK_S=triton.next_power_of_2(tiles), num_warps=1)
     return out
