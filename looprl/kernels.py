@@ -10,7 +10,8 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['interpreting', 'fused_available', 'add_rmsnorm', 'rmsnorm', 'rope_cache_write', 'decode_attention', 'silu_mul']
+__all__ = ['DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'add_rmsnorm', 'rmsnorm', 'rope_cache_write',
+           'decode_attention', 'silu_mul']
 
 # %% ../nbs/02a_kernels.ipynb #8182f6e9
 try:
@@ -156,8 +157,11 @@ if triton is not None:
         acc = tl.load(acc_ptr + (row * TILES + j[:, None]) * D + d[None, :], mask=mj[:, None] & md[None, :], other=0.0)
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
-def decode_attention(q, k_plane, v_plane, pos, block_t: int = 64, num_warps: int = 4) -> torch.Tensor:
+DECODE_ATTENTION_TILE = dict(block_t=64, num_warps=4)   # keys per program and its warps (benchmarks/gpu/attn_sweep.py)
+
+def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
+    block_t, num_warps = block_t or DECODE_ATTENTION_TILE["block_t"], num_warps or DECODE_ATTENTION_TILE["num_warps"]
     B, H, D = q.shape
     KVH, T = k_plane.shape[1], k_plane.shape[2]
     tiles, BLOCK_D = triton.cdiv(T, block_t), triton.next_power_of_2(D)

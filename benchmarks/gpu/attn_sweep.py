@@ -1,13 +1,15 @@
-"""Tile size and warps of the flash-decoding kernel at Huginn-0125 shapes (55 heads × 96, 256 keys, FP16):
-GB/s of keys and values read, per configuration and batch. usage: python3 benchmarks/gpu/attn_sweep.py OUT.json"""
+"""Tile size and warps of the flash-decoding kernel at Huginn-0125 shapes (55 heads × 96, 256 keys, FP16): TB/s of keys
+and values read, per configuration and batch; then the whole decode step (CUDA graph) with the best tile at B=64.
+usage: python3 benchmarks/gpu/attn_sweep.py OUT_DIR"""
 import json, sys, torch
 from looprl import kernels as K
-H, D, T = 55, 96, 256
+from looprl.bench import environment
+H, D, T, out_dir = 55, 96, 256, sys.argv[1]
 rows = []
 for B in (1, 8, 32, 64):
     k = torch.randn(B, H, T, D, device="cuda", dtype=torch.float16); v = torch.randn_like(k)
     q = torch.randn(B, H, D, device="cuda", dtype=torch.float16); pos = torch.full((B,), T - 1, device="cuda", dtype=torch.int32)
-    ref = K.decode_attention(q, k, v, pos)
+    ref = K.decode_attention(q, k, v, pos, 64, 4)
     for bt in (16, 32, 64, 128, 256):
         for nw in (1, 2, 4, 8):
             out = K.decode_attention(q, k, v, pos, bt, nw)
@@ -21,6 +23,15 @@ for B in (1, 8, 32, 64):
             us = s.elapsed_time(e) * 1000 / 200
             rows.append(dict(B=B, block_t=bt, num_warps=nw, us=us, tb_s=2 * k.numel() * 2 / us / 1e6, max_err=err))
             print(rows[-1], flush=True)
+    del k, v
 best = {B: max((r for r in rows if r["B"] == B), key=lambda r: r["tb_s"]) for B in (1, 8, 32, 64)}
-json.dump(dict(command="python3 benchmarks/gpu/attn_sweep.py", rows=rows, best=best), open(sys.argv[1], "w"), indent=1)
-print("best", best)
+env = environment()
+json.dump(dict(command="python3 benchmarks/gpu/attn_sweep.py $OUT", environment=env, rows=rows, best=best),
+          open(f"{out_dir}/attention-sweep.json", "w"), indent=1)
+print("best", best, flush=True)
+K.DECODE_ATTENTION_TILE = dict(block_t=best[64]["block_t"], num_warps=best[64]["num_warps"])
+from looprl.engine import bench_rollout
+res = bench_rollout("huginn-0125", batch_sizes=(1, 8, 32, 64), context=256, dtype=torch.float16, cuda_graphs=True, device="cuda")
+json.dump(dict(command=f"python3 benchmarks/gpu/attn_sweep.py $OUT  (bench_rollout with DECODE_ATTENTION_TILE={K.DECODE_ATTENTION_TILE})",
+               environment=env, result=res), open(f"{out_dir}/rollout-huginn-0125-tile.json", "w"), indent=1)
+for r in res: print({k: r[k] for k in ("B", "graph_ms", "bound_ms", "graph_over_bound")})
