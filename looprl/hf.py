@@ -95,14 +95,14 @@ def state_digest(tensors, threads: int = 16) -> str:
     return digest_from_leaves(tensor_leaves(tensors, threads))
 
 # %% ../nbs/03_hf.ipynb #47410f32
-def export_tensors(model: LoopedLM, dtype=None) -> dict[str, torch.Tensor]:
-    "A snapshot of the actor's native tensors (CPU copies), optionally cast to `dtype` (buffers stay FP32)."
+def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch.Tensor]:
+    "A snapshot of the actor's native tensors (copies on `device`), optionally cast to `dtype` (buffers stay FP32)."
     if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
     out = {}
     for name, t in model.state_dict().items():     # a snapshot: every tensor is a copy (tied aliases become two tensors)
         t = t.detach()
         if dtype is not None and name != "freqs_cis" and t.is_floating_point(): t = t.to(dtype)
-        out[name] = t.to("cpu", copy=True).contiguous()
+        out[name] = t.to(device, copy=True).contiguous()
     return out
 
 # %% ../nbs/03_hf.ipynb #a5a38ef5

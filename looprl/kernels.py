@@ -157,7 +157,8 @@ if triton is not None:
         acc = tl.load(acc_ptr + (row * TILES + j[:, None]) * D + d[None, :], mask=mj[:, None] & md[None, :], other=0.0)
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
-DECODE_ATTENTION_TILE = dict(block_t=64, num_warps=4)   # keys per program and its warps (benchmarks/gpu/attn_sweep.py)
+DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)   # keys per program and its warps: the best of a sweep on the H200
+                                                        # (benchmarks/results/h200/attention-sweep.json)
 
 def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
@@ -170,7 +171,8 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_w
     _attention_tile_kernel[(B, H, tiles)](q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1), k_plane.stride(2),
                                           H, H // KVH, D ** -0.5, D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t, num_warps=num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
-    _attention_combine_kernel[(B * H,)](m, l, acc, out, tiles, D=D, BLOCK_D=BLOCK_D, BLOCK_S=triton.next_power_of_2(tiles), num_warps=1)
+    BLOCK_S = triton.next_power_of_2(tiles)
+    _attention_combine_kernel[(B * H,)](m, l, acc, out, tiles, D=D, BLOCK_D=BLOCK_D, BLOCK_S=BLOCK_S, num_warps=min(8, max(1, BLOCK_S // 16)))
     return out
 
 # %% ../nbs/02a_kernels.ipynb #e4fdeeeb

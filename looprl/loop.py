@@ -318,7 +318,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
         pl.get(sent)
         digest = committed
     else:
-        payload = pl.submit(pl.trainer, "publication")
+        payload = pl.submit(pl.trainer, "publication", pl.mode == "local")   # in one process: stays on the device
         committed = pl.call(pl.engine, "publish", version, payload)
         digest = committed
     # 2. generate

@@ -208,9 +208,10 @@ class Trainer:
             self.critic = Learner(critic.to(self.device), s)
 
     # ---- publication -------------------------------------------------------------------------
-    def publication(self):
-        "The actor's native tensors (what the engine serves) and their digest."
-        t = export_tensors(self.actor.model)
+    def publication(self, on_device: bool = False):
+        """The actor's native tensors (what the engine serves) and their digest: CPU copies, or copies on the trainer's
+        device (`on_device`, for an engine in the same process: no trip through host memory, digested on the GPU)."""
+        t = export_tensors(self.actor.model, device=self.device if on_device else "cpu")
         return t, state_digest(t)
 
     # ---- pieces of an update -----------------------------------------------------------------

@@ -29,9 +29,9 @@ class TrainerWorker:
     def ready(self): return True
     def device(self): return str(self.trainer.device)
 
-    def publication(self) -> dict:
-        "The actor's native tensors and digest, as one object for the engine."
-        tensors, digest = self.trainer.publication()
+    def publication(self, on_device: bool = False) -> dict:
+        "The actor's native tensors and digest, as one object for the engine (on the trainer's device for a local engine)."
+        tensors, digest = self.trainer.publication(on_device)
         return dict(tensors=tensors, digest=digest)
 
     def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str:

@@ -49,6 +49,15 @@ def _checks(device: str):
         torch.testing.assert_close(got, ref, atol=2e-5, rtol=2e-5)
         torch.testing.assert_close(cache_b.k, cache_a.k, atol=1e-6, rtol=1e-6)
         assert torch.equal(cache_b.v, cache_a.v)
+    # a long plane (70 tiles of 16: the combine kernel with 128 slots and more warps) and other tiles: vs softmax attention
+    B, H, T, D = 2, 3, 1111, 32
+    q, kp, vp = torch.randn(B, H, D, generator=g).to(device), *(torch.randn(B, H, T, D, generator=g).to(device) for _ in range(2))
+    pos = torch.tensor([1100, 17], device=device)
+    for tile in ((None, None), (64, 4), (256, 8)):
+        got = K.decode_attention(q, kp, vp, pos, *tile)
+        for b in range(B):
+            w = torch.softmax((kp[b, :, :pos[b] + 1] @ q[b, :, :, None]).squeeze(-1) * D ** -0.5, -1)
+            torch.testing.assert_close(got[b, 0], (w[:, None, :] @ vp[b, :, :pos[b] + 1]).squeeze(1).flatten(), atol=2e-5, rtol=2e-5)
     # whole models, FP32: decode through the kernels vs the plain path, and twice the same bits
     for fam in ("huginn_raven", "ouro", "nanbeige"):
         cfg = tiny_config(fam)
