@@ -12,7 +12,8 @@ import torch
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication',
-           'bench_publication_nccl', 'phase_order', 'run_phase', 'bench_phases', 'main']
+           'bench_publication_nccl', 'BenchInputError', 'phase_order', 'run_phase', 'read_ledger', 'bench_phases',
+           'main']
 
 # %% ../nbs/14_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -174,6 +175,9 @@ def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", 
                 total_s=med, runs=rows, digest=rows[-1]["digest"])
 
 
+class BenchInputError(ValueError):
+    "Bad benchmark input (a missing model, a foreign ledger); `python -m looprl.bench` prints it as one line, exit status 2."
+
 PHASE_MODES = {"eager": (), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
 
 def phase_order(pairs: int) -> list:
@@ -200,6 +204,16 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
                 phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]}, engine_stats=summ["engine_stats"],
                 captures_by_update=captures, recaptures_after_warmup=captures[-1] - captures[0])
 
+def read_ledger(path: Path) -> list[dict]:
+    "The runs a ledger holds, one JSON object a line (none if it does not exist)."
+    if not path.exists(): return []
+    runs = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try: runs.append(json.loads(line))
+        except json.JSONDecodeError as e: raise BenchInputError(f"{path}, line {n}: not a JSON run record ({e.msg})") from None
+        if not isinstance(runs[-1], dict): raise BenchInputError(f"{path}, line {n}: not a JSON object")
+    return runs
+
 def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
                  extra: tuple = (), device: str = "cuda", max_runs: int | None = None, ledger: str | None = None,
                  run=run_phase) -> dict:
@@ -208,13 +222,16 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
     Each finished run is appended to a ledger (`workdir/runs.jsonl`), and a later call with the same setting continues
     where it stopped: `max_runs` bounds the runs of one call, so the pairs can span several calls of limited length."""
     import statistics
+    if run is run_phase and not Path(model).is_dir(): raise BenchInputError(f"--model {model}: no such checkpoint directory")
     setting = dict(model=str(model), algorithm=algorithm, updates=updates, extra=list(extra), device=device)
     ledger = Path(ledger) if ledger else Path(workdir) / "runs.jsonl"
-    runs = [json.loads(l) for l in ledger.read_text().splitlines()] if ledger.exists() else []
+    runs = read_ledger(ledger)
     order = phase_order(pairs)
-    for r in runs:
-        if r["setting"] != setting: raise ValueError(f"{ledger}: run {r['index']} has setting {r['setting']}, not {setting}; use another ledger")
-    if len(runs) > len(order): raise ValueError(f"{ledger}: holds {len(runs)} runs, more than the {len(order)} of {pairs} pairs")
+    for n, r in enumerate(runs, 1):
+        if r.get("setting") != setting:
+            raise BenchInputError(f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
+        if (r.get("index"), r.get("mode")) != (n - 1, order[n - 1] if n <= len(order) else None):
+            raise BenchInputError(f"{ledger}, line {n}: run {r.get('index')} ({r.get('mode')}) is out of the order {order}")
     ledger.parent.mkdir(parents=True, exist_ok=True)
     first = len(runs)
     for i in range(first, len(order) if max_runs is None else min(len(order), first + max_runs)):
@@ -265,38 +282,43 @@ def main(argv=None):
     k = sub.add_parser("flow-kl")
     for s in (r, d, mm, t, p, dg, ph, l, k): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
-    if a.cmd == "rollout":
-        from looprl.engine import bench_rollout
-        dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[a.dtype]
-        dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        src = a.preset or a.model or "huginn-0125"
-        res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=dt,
-                            cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
-        name = f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else "")
-    elif a.cmd == "decode-profile":
-        from looprl.engine import profile_decode
-        res = [profile_decode(a.preset, int(B), a.context, fused=f) for B in a.batch_sizes.split(",") for f in (False, True)]
-        name = f"decode-profile-{a.preset}"
-    elif a.cmd == "matmuls":
-        from looprl.engine import bench_matmuls
-        res = bench_matmuls(a.preset, tuple(int(x) for x in a.batch_sizes.split(","))); name = f"matmuls-{a.preset}"
-    elif a.cmd == "train":
-        res = bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute); name = f"train-{a.preset}"
-    elif a.cmd == "publication":
-        if a.transport == "nccl": res = bench_publication_nccl(a.preset, repeats=a.repeats); name = f"publication-{a.preset}-nccl"
-        else: res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
-    elif a.cmd == "digest":
-        from looprl.gpu_digest import bench_digest
-        res = bench_digest(a.bytes, a.device); name = "digest"
-    elif a.cmd == "phases":
-        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device, a.max_runs, a.ledger)
-        name = f"phases-{a.algorithm}-{Path(a.model).name}"
-    elif a.cmd == "latents":
-        from looprl.latents import bench_latents
-        res = bench_latents(n_embd=a.n_embd, positions=a.positions); name = "latents_speed"
-    else:
-        from looprl.objectives import bench_flow_kl
-        res = bench_flow_kl(); name = "flow_kl_memory"
+    def dispatch():
+        if a.cmd == "rollout":
+            from looprl.engine import bench_rollout
+            dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[a.dtype]
+            dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            src = a.preset or a.model or "huginn-0125"
+            res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=dt,
+                                cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
+            name = f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else "")
+        elif a.cmd == "decode-profile":
+            from looprl.engine import profile_decode
+            res = [profile_decode(a.preset, int(B), a.context, fused=f) for B in a.batch_sizes.split(",") for f in (False, True)]
+            name = f"decode-profile-{a.preset}"
+        elif a.cmd == "matmuls":
+            from looprl.engine import bench_matmuls
+            res = bench_matmuls(a.preset, tuple(int(x) for x in a.batch_sizes.split(","))); name = f"matmuls-{a.preset}"
+        elif a.cmd == "train":
+            res = bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute); name = f"train-{a.preset}"
+        elif a.cmd == "publication":
+            if a.transport == "nccl": res = bench_publication_nccl(a.preset, repeats=a.repeats); name = f"publication-{a.preset}-nccl"
+            else: res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
+        elif a.cmd == "digest":
+            from looprl.gpu_digest import bench_digest
+            res = bench_digest(a.bytes, a.device); name = "digest"
+        elif a.cmd == "phases":
+            res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device, a.max_runs, a.ledger)
+            name = f"phases-{a.algorithm}-{Path(a.model).name}"
+        elif a.cmd == "latents":
+            from looprl.latents import bench_latents
+            res = bench_latents(n_embd=a.n_embd, positions=a.positions); name = "latents_speed"
+        else:
+            from looprl.objectives import bench_flow_kl
+            res = bench_flow_kl(); name = "flow_kl_memory"
+        return name, res
+    try: name, res = dispatch()
+    except BenchInputError as e:
+        print(f"looprl.bench {a.cmd}: {e}", file=sys.stderr); sys.exit(2)
     path = write_result(name, res, a.out, argv)
     print(json.dumps(res, indent=1, default=str)); print(f"wrote {path}", file=sys.stderr)
 

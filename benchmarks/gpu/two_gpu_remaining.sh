@@ -1,0 +1,14 @@
+# The issue-7 runs that need the two-GPU kind (nvidia-h200-x2), one per call, issued back to back so /tmp survives:
+#   bash benchmarks/gpu/two_gpu_remaining.sh dppo        # ~7 min: checkpoint + 3 runs + compare
+#   bash benchmarks/gpu/two_gpu_remaining.sh flow-dppo   # ~7 min
+#   bash benchmarks/gpu/two_gpu_remaining.sh phases      # twice: ~2 min a run, six runs; the ledger continues
+# Call with carry [".whl", ".raysplit/ray-slim.tar.xz"] and LOOPRL_COMMIT exported.
+source benchmarks/gpu/setup.sh
+[ -f /tmp/h0125/config.json ] || timeout 150 python3 benchmarks/gpu/make_checkpoints.py full
+if [ "$1" = phases ]; then
+  timeout ${PHASE_BUDGET:-560} python3 -m looprl.bench phases --model /tmp/h0125 --algorithm grpo --max-runs 6 \
+    --train-args "--transport nccl --checkpoint-every 3" --out $OUT/phases-grpo-h0125.json 2>&1 | grep -E '"(runs_done|phase_s|warm_rollout_s|phase_eager_over_graph|graph_fallbacks|graph_recaptures_after_warmup)"'
+  cp /tmp/looprl-phases/runs.jsonl $OUT/phases-ledger.jsonl
+else
+  bash benchmarks/gpu/resume_runs.sh "$1"
+fi
