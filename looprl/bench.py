@@ -187,6 +187,8 @@ def phase_order(pairs: int) -> list:
 def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, extra: tuple = (), device: str = "cuda") -> dict:
     "One complete run of `python -m looprl.train` in a fresh process; its wall time and what its summary and metrics say."
     import shutil, statistics, subprocess
+    from looprl.plots import read_metrics
+    if not Path(model).is_dir(): raise BenchInputError(f"--model {model}: no such checkpoint directory")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "looprl.train", "--model", str(model), "--algorithm", algorithm, "--device", device,
            "--updates", str(updates), "--output", str(out), "--no-progress", *PHASE_MODES[mode], *extra]
@@ -195,7 +197,7 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
     wall = time.perf_counter() - t
     if r.returncode: raise RuntimeError(f"{mode} run failed with exit {r.returncode}: {r.stderr[-2000:]}")
     summ = json.loads((out / "summary.json").read_text())
-    lines = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    lines = read_metrics(out)
     shutil.rmtree(out, ignore_errors=True)
     rollout = [l["time"]["rollout_s"] for l in lines]
     captures = [st["captures"] for st in summ["engine_stats_by_update"]]
@@ -222,7 +224,6 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
     Each finished run is appended to a ledger (`workdir/runs.jsonl`), and a later call with the same setting continues
     where it stopped: `max_runs` bounds the runs of one call, so the pairs can span several calls of limited length."""
     import statistics
-    if run is run_phase and not Path(model).is_dir(): raise BenchInputError(f"--model {model}: no such checkpoint directory")
     setting = dict(model=str(model), algorithm=algorithm, updates=updates, extra=list(extra), device=device)
     ledger = Path(ledger) if ledger else Path(workdir) / "runs.jsonl"
     runs = read_ledger(ledger)
@@ -232,11 +233,11 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
             raise BenchInputError(f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
         if (r.get("index"), r.get("mode")) != (n - 1, order[n - 1] if n <= len(order) else None):
             raise BenchInputError(f"{ledger}, line {n}: run {r.get('index')} ({r.get('mode')}) is out of the order {order}")
-    ledger.parent.mkdir(parents=True, exist_ok=True)
     first = len(runs)
     for i in range(first, len(order) if max_runs is None else min(len(order), first + max_runs)):
         rec = dict(index=i, mode=order[i], setting=setting,
                    **run(model, algorithm, updates, order[i], Path(workdir) / f"{i:02d}-{order[i]}", tuple(extra), device))
+        ledger.parent.mkdir(parents=True, exist_ok=True)
         with ledger.open("a") as f: f.write(json.dumps(rec) + "\n")
         runs.append(rec)
     res = dict(algorithm=algorithm, updates=updates, model=str(model), extra=list(extra), ledger=str(ledger),

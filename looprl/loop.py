@@ -287,7 +287,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
             next_version += 1
         summary["stopped_after"] = end if end < o.updates else None
-        summary["engine_stats"] = pl.call(pl.engine, "stats")     # captures, replays, fallbacks of the CUDA graphs
+        summary["engine_stats"] = (summary["engine_stats_by_update"] or [pl.call(pl.engine, "stats")])[-1]   # captures, replays, fallbacks
         summary["total_s"] = time.perf_counter() - t0
         atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
         return summary
