@@ -10,12 +10,14 @@ import hashlib, json, string
 from pathlib import Path
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from .config import LoopedConfig
 
 # %% auto #0
-__all__ = ['REQUIRED_FIELDS', 'ASSETS', 'EMBEDDED_DATA', 'ARITHMETIC_ROWS', 'ARITHMETIC_SEED', 'SPECIAL_TOKENS', 'PAD_ID',
-           'BOS_ID', 'EOS_ID', 'TINY_ALPHABET', 'TINY_VOCAB', 'DataError', 'load_prompts', 'file_sha256',
-           'PromptCursor', 'make_arithmetic', 'arithmetic_jsonl', 'write_arithmetic', 'build_char_tokenizer',
-           'encode_prompt', 'decode_response']
+__all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA', 'HELDOUT_DATA', 'WARMSTART_DATA', 'SPLIT_SIZES',
+           'ARITHMETIC_SEED', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'TINY_ALPHABET', 'TINY_VOCAB',
+           'DataError', 'load_prompts', 'file_sha256', 'PromptCursor', 'arithmetic_question', 'all_arithmetic',
+           'arithmetic_splits', 'jsonl_text', 'write_splits', 'build_char_tokenizer', 'encode_prompt',
+           'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts']
 
 # %% ../nbs/05_data.ipynb #9799c852
 class DataError(ValueError):
@@ -110,40 +112,36 @@ class PromptCursor:
 
 # %% ../nbs/05_data.ipynb #b5a547c0
 ASSETS = Path(__file__).parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
-EMBEDDED_DATA = ASSETS / "data" / "arithmetic.jsonl"
-ARITHMETIC_ROWS, ARITHMETIC_SEED = 512, 0
+SPLITS = ("warmstart", "prompts", "heldout")
+SPLIT_FILES = {s: ASSETS / "data" / f"arithmetic-{s}.jsonl" for s in SPLITS}
+EMBEDDED_DATA, HELDOUT_DATA, WARMSTART_DATA = SPLIT_FILES["prompts"], SPLIT_FILES["heldout"], SPLIT_FILES["warmstart"]
+SPLIT_SIZES, ARITHMETIC_SEED = {"heldout": 512, "prompts": 2048}, 0    # the warm-start split takes the rest
 
-def _draws(seed: int, i: int) -> list[int]:
-    "Eight 64-bit numbers determined by (seed, i)."
-    d = hashlib.blake2b(f"looprl-arithmetic:{seed}:{i}".encode(), digest_size=64).digest()
-    return [int.from_bytes(d[j:j + 8], "little") for j in range(0, 64, 8)]
+def arithmetic_question(a: int, op: str, b: int) -> dict:
+    "One question of the embedded task: zero-padded operands, the exact answer as label."
+    if op not in "+-" or not (0 <= a < 100 and 0 <= b < 100) or (op == "-" and b > a): raise ValueError(f"not a task question: {a} {op} {b}")
+    return {"prompt": f"{a:02d}{op}{b:02d}=", "label": str(a + b if op == "+" else a - b)}
 
-def make_arithmetic(n: int, seed: int = ARITHMETIC_SEED) -> list[dict]:
-    "`n` distinct small arithmetic questions (`+`, `-`, `*`) with their answers as labels."
-    if n > 10_000: raise ValueError(f"at most 10000 distinct questions, asked for {n}")
-    rows, seen, i = [], set(), 0
-    while len(rows) < n:
-        r = _draws(seed, i); i += 1
-        op = "+-*"[r[0] % 3]
-        if op == "*": a, b = r[1] % 13, r[2] % 13
-        else:
-            a, b = r[1] % 100, r[2] % 100
-            if op == "-" and b > a: a, b = b, a  # answers stay ≥ 0
-        prompt = f"What is {a} {op} {b}?"
-        if prompt in seen: continue
-        seen.add(prompt)
-        rows.append({"prompt": prompt, "label": str(a + b if op == "+" else a - b if op == "-" else a * b)})
-    return rows
+def all_arithmetic() -> list[dict]:
+    "Every question of the task: a + b for a, b < 100 and a − b for b ≤ a < 100."
+    return [arithmetic_question(a, "+", b) for a in range(100) for b in range(100)] + \
+           [arithmetic_question(a, "-", b) for a in range(100) for b in range(a + 1)]
 
-def arithmetic_jsonl(n: int = ARITHMETIC_ROWS, seed: int = ARITHMETIC_SEED) -> str:
-    "The JSONL text of `make_arithmetic(n, seed)`: what the shipped file contains."
-    return "".join(json.dumps(r) + "\n" for r in make_arithmetic(n, seed))
+def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
+    "The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then the warm start."
+    rank = lambda r: hashlib.blake2b(f"looprl-split:{seed}:{r['prompt']}".encode(), digest_size=16).digest()
+    rows = sorted(all_arithmetic(), key=rank)
+    h, p = SPLIT_SIZES["heldout"], SPLIT_SIZES["prompts"]
+    return {"heldout": rows[:h], "prompts": rows[h:h + p], "warmstart": rows[h + p:]}
 
-def write_arithmetic(path=EMBEDDED_DATA, n: int = ARITHMETIC_ROWS, seed: int = ARITHMETIC_SEED) -> Path:
-    "Regenerate the embedded data file."
-    p = Path(path); p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(arithmetic_jsonl(n, seed))
-    return p
+def jsonl_text(rows: list[dict]) -> str: return "".join(json.dumps(r) + "\n" for r in rows)
+
+def write_splits(folder=ASSETS / "data", seed: int = ARITHMETIC_SEED) -> dict[str, Path]:
+    "Write the three split files into `folder` (what the package ships)."
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    out = {s: folder / SPLIT_FILES[s].name for s in SPLITS}
+    for s, rows in arithmetic_splits(seed).items(): out[s].write_text(jsonl_text(rows))
+    return out
 
 # %% ../nbs/05_data.ipynb #3debc347
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
@@ -179,3 +177,39 @@ def decode_response(tok: Tokenizer, ids) -> str:
         if i == eos: break
         keep.append(i)
     return tok.decode(keep, skip_special_tokens=True)
+
+# %% ../nbs/05_data.ipynb #43bc292a
+def load_tokenizer(model_dir) -> Tokenizer:
+    "The `tokenizer.json` of checkpoint directory `model_dir`."
+    f = Path(model_dir) / "tokenizer.json"
+    if not f.is_file(): raise DataError(f"{model_dir}: no tokenizer.json")
+    return Tokenizer.from_file(str(f))
+
+def is_char_tokenizer(tok: Tokenizer) -> bool:
+    "looprl's character-level tokenizer (tiny models), which refuses unknown characters."
+    return json.loads(tok.to_str())["model"]["type"] == "WordLevel" and tok.token_to_id("<bos>") is not None
+
+def encode_text(tok: Tokenizer, cfg: LoopedConfig, text: str) -> list[int]:
+    "Prompt ids: the character tokenizer's strict encoding, or a real tokenizer's ids with the model's BOS first."
+    if is_char_tokenizer(tok): return encode_prompt(tok, text)
+    ids, bos = tok.encode(text).ids, cfg.bos_token_id
+    return ([bos] if bos is not None and (not ids or ids[0] != bos) else []) + ids
+
+def decode_text(tok: Tokenizer, cfg: LoopedConfig, ids) -> str:
+    "Response text up to the first stop token."
+    if is_char_tokenizer(tok): return decode_response(tok, ids)
+    stop = set(cfg.eos_token_ids)
+    cut = next((i for i, t in enumerate(ids) if t in stop), len(ids))
+    return tok.decode(list(ids[:cut]), skip_special_tokens=True)
+
+# %% ../nbs/05_data.ipynb #76a8a3e8
+def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) -> list[list[int]]:
+    "Every row's prompt ids (rows as `load_prompts(path)` read them); a prompt that does not encode is an error naming its line."
+    lines = [n for n, t in enumerate(Path(path).read_text().splitlines(), 1) if t.strip()]
+    out = []
+    for i, r in enumerate(rows):
+        try: ids = encode_text(tok, cfg, r["prompt"])
+        except DataError as e: raise DataError(f"{path}:{lines[i]}: field 'prompt': {e}") from None
+        if not ids: raise DataError(f"{path}:{lines[i]}: field 'prompt' encodes to no tokens")
+        out.append(ids)
+    return out

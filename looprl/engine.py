@@ -29,7 +29,7 @@ __all__ = ['M32', 'Request', 'check_requests', 'hash_uniform', 'processed_logpro
 # %% ../nbs/04_engine.ipynb #04c4104f
 @dataclass(frozen=True)
 class Request:
-    "One completion to generate: prompt ids, the completion seed, the token budget, temperature and stop ids."
+    "One completion to generate: prompt ids, the completion seed, the token budget, temperature (0: greedy) and stop ids."
     prompt_ids: Sequence[int]
     seed: int
     max_new_tokens: int
@@ -53,8 +53,8 @@ def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int)
         except TypeError: raise ValueError(f"{at}: max_new_tokens must be an int, got {r.max_new_tokens!r}") from None
         if n < 1: raise ValueError(f"{at}: max_new_tokens must be ≥ 1, got {n}")
         t = r.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise ValueError(f"{at}: temperature must be a finite number > 0, got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"{at}: temperature must be a finite number ≥ 0 (0: greedy), got {t!r}")
         if len(r.prompt_ids) == 0: raise ValueError(f"{at}: prompt_ids is empty")
         for field, ids in (("prompt_ids", r.prompt_ids), ("stop_ids", r.stop_ids)):
             for j, x in enumerate(ids):
@@ -105,11 +105,14 @@ def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) 
     return z.log_softmax(-1).gather(-1, tokens[..., None].to(torch.int64))[..., 0]
 
 def sample_tokens(logits, seeds, positions, temperatures):
-    "Gumbel-max sample of one token per row from softmax(logits / T): (tokens int64 [B], processed log-probs FP32 [B])."
-    z = logits.float() / temperatures.to(torch.float32)[:, None]
+    """Gumbel-max sample of one token per row from softmax(logits / T), or the argmax where T = 0 (greedy):
+    (tokens int64 [B], processed log-probs FP32 [B]; a greedy row's is log_softmax(logits) at its token)."""
+    greedy = temperatures == 0
+    T = torch.where(greedy, 1.0, temperatures.to(torch.float32))
+    z = logits.float() / T[:, None]
     g = -torch.log(-torch.log(hash_uniform(seeds, positions, z.shape[-1])))
-    tok = (z.to(torch.float64) + g).argmax(-1)
-    return tok, processed_logprobs(logits, tok, temperatures)
+    tok = (z.to(torch.float64) + g.masked_fill(greedy[:, None], 0.0)).argmax(-1)
+    return tok, processed_logprobs(logits, tok, T)
 
 # %% ../nbs/04_engine.ipynb #52e156ac
 @dataclass

@@ -1,4 +1,4 @@
-"""One update: publish → generate → reward → advantages → train → checkpoint; stopping and resuming exactly.
+"""One update: publish → generate → reward → advantages → train → (evaluate) → checkpoint → (export); stopping and resuming exactly.
 
 Docs: https://looprl.github.io/looprl/loop.html.md"""
 
@@ -6,25 +6,30 @@ Docs: https://looprl.github.io/looprl/loop.html.md"""
 
 # %% ../nbs/11_loop.ipynb #fbe6c45d
 from __future__ import annotations
-import hashlib, json, os, sys, time, platform
+import hashlib, json, os, shutil, signal, sys, threading, time
+from contextlib import contextmanager
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
 from . import __version__
 from .config import load_config, LoopedConfig, ConfigError
-from .hf import checkpoint_sha256, CheckpointError
-from .data import load_prompts, file_sha256, PromptCursor, DataError, encode_prompt, decode_response, EMBEDDED_DATA
-from .latents import environment_fingerprint, LatentTrace, check_trace, TraceMismatch
-from .rewards import math_reward
+from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
+from .data import (load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text,
+                         EMBEDDED_DATA, HELDOUT_DATA)
+from .latents import environment_fingerprint, LatentTrace, check_trace
+from .rewards import DEFAULT_REWARD, load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings, ALGORITHMS
-from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state,
-                          check_contract, atomic_write_text, seed_everything)
-from .workers import Placement
+from .eval import EvalSpec, evaluate
+from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
+                          atomic_write_text, seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
+                          checkpoint_name, POLICIES, LATEST, METRICS)
+from .workers import Placement, PlacementError
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'Prepared', 'is_char_tokenizer', 'encode_text', 'decode_text',
-           'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'score',
-           'run', 'one_update']
+__all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
+           'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout',
+           'RunFailed', 'score', 'count', 'publish', 'eval_due', 'heldout_line', 'one_update', 'export_policy',
+           'RunInterrupted', 'signals_as_exceptions', 'run', 'interrupted_message']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -45,19 +50,32 @@ class RunOptions:
     seed: int = 42
     optimizer: str = "sgd"
     lr: float = 1e-5
+    warmup_steps: int = 0
+    minibatches: int = 1
+    entropy_coef: float = 0.0
+    loss_scale: float = 128.0
+    max_skipped_steps: int = 8
     micro_batch_size: int = 4
     recompute: bool = False
+    reward: str = DEFAULT_REWARD
+    eval_data: str | None = None                 # default: the embedded held-out split, when --data is the embedded prompts
+    eval_every: int = 0                          # 0: evaluate before the first and after the last update only
+    eval_samples: int = 4
+    eval_limit: int | None = None
+    no_eval: bool = False
+    export_every: int = 0                        # 0: export the policy after the last update only
     model_revision: str | None = None
     engine_revision: str | None = None
     transport: str = "memory"                    # memory | disk | nccl
     device: str = "cpu"                          # cpu | cuda
     cuda_graphs: bool = False
-    ray_address: str | None = None               # None: start a local Ray; "local": no Ray, in-process workers
+    workers: str | None = None                   # local | ray; default: local on the CPU, ray with --device cuda
+    ray_address: str | None = None               # a Ray cluster to join (implies workers=ray); "local": workers=local
     train_env_vars: dict = field(default_factory=dict)
     stop_after: int | None = None
     resume: bool = False
     threads: int = 1
-    keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1; the newest is never deleted before the next is complete)
+    keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
     checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
 
     @property
@@ -65,17 +83,13 @@ class RunOptions:
     @property
     def data_path(self): return Path(self.data) if self.data else EMBEDDED_DATA
     @property
+    def eval_path(self):
+        if self.no_eval: return None
+        return Path(self.eval_data) if self.eval_data else (HELDOUT_DATA if self.data is None else None)
+    @property
     def group_size(self): return self.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
-
-    @classmethod
-    def for_resume(cls, output: str, given: dict) -> "RunOptions":
-        "Options of a resume: the run's stored options, overridden by what was given explicitly (checked against the contract later)."
-        f = Path(output) / "run.json"
-        if not f.exists(): raise UsageError(f"--resume: {output} is not a looprl run directory (no run.json)")
-        try: stored = json.loads(f.read_text())["options"]
-        except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
-        known = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in stored.items() if k in known}, **given, "output": output, "resume": True})
+    @property
+    def placement(self): return "local" if self.ray_address == "local" or (self.workers or ("ray" if self.device == "cuda" or self.ray_address else "local")) == "local" else "ray"
 
 def _embedded_model():
     from looprl.warmstart import EMBEDDED_MODEL
@@ -85,157 +99,182 @@ def _embedded_model():
 class UsageError(ValueError):
     "A bad command line or input; printed as one line, exit status 2."
 
+_NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")
+
+def options_for_resume(output: str, given: dict) -> RunOptions:
+    "Options of a resume: the run's stored options, overridden by what was given explicitly."
+    f = Path(output) / "run.json"
+    if not f.exists(): raise UsageError(f"--resume: {output} is not a looprl run directory (no run.json)")
+    try: stored = json.loads(f.read_text())["options"]
+    except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
+    known = {f.name for f in fields(RunOptions)}
+    return RunOptions(**{**{k: v for k, v in stored.items() if k in known}, **given, "output": output, "resume": True})
+
+# %% ../nbs/11_loop.ipynb #eff5dad8
+def _check(cond, msg):
+    if not cond: raise UsageError(msg)
+
+def _count(name: str, v, lo: int = 1):
+    _check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, f"--{name}: must be an int ≥ {lo}, got {v!r}")
+
+def check_options(o: RunOptions):
+    "Refuse impossible options, naming the flag; reads nothing from disk."
+    _check(o.algorithm in ALGORITHMS, f"--algorithm: {o.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
+    for name in ("updates", "rollout_batch_size", "max_prompt_tokens", "max_response_tokens", "keep_checkpoints", "checkpoint_every", "eval_samples"):
+        _count(name.replace("_", "-"), getattr(o, name))
+    for name in ("eval_every", "export_every"): _count(name.replace("_", "-"), getattr(o, name), 0)
+    if o.eval_limit is not None: _count("eval-limit", o.eval_limit)
+    if o.stop_after is not None:
+        _check(not o.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
+        _check(1 <= o.stop_after < o.updates, f"--stop-after: must be ≥ 1 and < --updates ({o.updates}), got {o.stop_after}")
+    G, steps = o.group_size, 2 if o.algorithm == "flow-dppo" else o.minibatches
+    _check(G >= 1, f"--n-samples-per-prompt: must be ≥ 1, got {G}")
+    _check(not (o.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
+    _check(not (isinstance(steps, int) and steps >= 1 and (o.rollout_batch_size * G) % steps),
+           f"--rollout-batch-size × --n-samples-per-prompt ({o.rollout_batch_size * G}) must divide into {steps} equal parts, one per optimizer step")
+    _check(o.transport in ("memory", "disk", "nccl"), f"--transport: {o.transport!r} is not memory, disk or nccl")
+    _check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
+    _check(o.workers in (None, "local", "ray"), f"--workers: {o.workers!r} is not local or ray")
+    _check(not (o.workers == "local" and o.ray_address not in (None, "local")), "--workers local and --ray-address cannot be combined")
+    _check(o.transport != "nccl" or (o.device == "cuda" and o.placement == "ray"),
+           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
+    _check(not (o.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
+    _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
+    _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+
+def check_devices(o: RunOptions):
+    "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
+    if o.device != "cuda": return
+    n = torch.cuda.device_count()
+    need = 1 if o.placement == "local" else 2
+    if o.placement == "ray" and o.ray_address not in (None, "local"): return        # a remote cluster's GPUs are counted when joining it
+    _check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; "
+           + ("in-process workers need one" if need == 1 else "Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)"))
+
+# %% ../nbs/11_loop.ipynb #69710c35
 @dataclass
 class Prepared:
     "Everything validated and loaded before the run starts."
     opts: RunOptions
     cfg: LoopedConfig
     settings: TrainSettings
-    rows: list
-    contract: dict
+    rows: list                # the prompt rows the run trains on (over-long ones dropped)
+    prompt_ids: list          # their encoded prompts
     tokenizer: object
-    prompt_ids: list          # every row's prompt, encoded and cut to max_prompt_tokens
+    reward: object            # the reward function
+    heldout: dict | None      # {"rows", "prompt_ids", "path"} of the held-out questions, or None
+    contract: dict
+    notes: list               # one-line notes for the user (dropped prompts)
 
-def is_char_tokenizer(tok) -> bool:
-    "looprl's character-level tokenizer (tiny models) refuses unknown characters; real tokenizers are used as they are."
-    return json.loads(tok.to_str())["model"]["type"] == "WordLevel" and tok.token_to_id("<bos>") is not None
+def _fit(rows, ids, limit: int, path, what: str, notes: list):
+    "Drop prompts longer than `limit` tokens, noting how many."
+    keep = [i for i, x in enumerate(ids) if len(x) <= limit]
+    if len(keep) < len(rows):
+        notes.append(f"dropped {len(rows) - len(keep)} of {len(rows)} {what} in {path} longer than --max-prompt-tokens {limit}")
+    _check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
+    return [rows[i] for i in keep], [ids[i] for i in keep]
 
-def encode_text(tok, cfg: LoopedConfig, text: str) -> list[int]:
-    "Prompt ids: the character tokenizer's strict encoding, or a real tokenizer's ids with the model's BOS first."
-    if is_char_tokenizer(tok): return encode_prompt(tok, text)
-    ids = tok.encode(text).ids
-    bos = cfg.bos_token_id
-    return ([bos] if bos is not None and (not ids or ids[0] != bos) else []) + ids
+def _load_model(o: RunOptions):
+    try:
+        cfg = load_config(o.model_dir); checkpoint_files(o.model_dir)
+        return cfg, checkpoint_sha256(o.model_dir), load_tokenizer(o.model_dir)
+    except (ConfigError, CheckpointError, DataError) as e: raise UsageError(f"--model: {e}") from None
 
-def decode_text(tok, cfg: LoopedConfig, ids) -> str:
-    "Response text up to the first stop token."
-    if is_char_tokenizer(tok): return decode_response(tok, ids)
-    stop = set(cfg.eos_token_ids)
-    cut = next((i for i, t in enumerate(ids) if t in stop), len(ids))
-    return tok.decode(list(ids[:cut]), skip_special_tokens=True)
-
-def _check(cond, msg):
-    if not cond: raise UsageError(msg)
-
+# %% ../nbs/11_loop.ipynb #3ce09645
 def prepare(o: RunOptions) -> Prepared:
     "Validate options and inputs and build the run contract; touches nothing on disk."
-    _check(o.algorithm in ALGORITHMS, f"--algorithm: {o.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    _check(isinstance(o.updates, int) and o.updates >= 1, f"--updates: must be ≥ 1, got {o.updates}")
-    if o.stop_after is not None:
-        _check(not o.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
-        _check(1 <= o.stop_after < o.updates, f"--stop-after: must be ≥ 1 and < --updates ({o.updates}), got {o.stop_after}")
-    _check(o.rollout_batch_size >= 1, f"--rollout-batch-size: must be ≥ 1, got {o.rollout_batch_size}")
-    G = o.group_size
-    _check(G >= 1, f"--n-samples-per-prompt: must be ≥ 1, got {G}")
-    _check(not (o.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
-    _check(not (o.algorithm == "flow-dppo" and (o.rollout_batch_size * G) % 2),
-           "--rollout-batch-size × --n-samples-per-prompt must be even for flow-dppo (two steps over disjoint halves)")
-    _check(o.transport in ("memory", "disk", "nccl"), f"--transport: {o.transport!r} is not memory, disk or nccl")
-    _check(o.transport != "nccl" or (o.device == "cuda" and o.ray_address != "local"),
-           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --ray-address local)")
-    _check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
-    _check(not (o.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
-    _check(o.max_prompt_tokens >= 1 and o.max_response_tokens >= 1, "--max-prompt-tokens and --max-response-tokens must be ≥ 1")
-    _check(0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
-    _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
-    _check(o.keep_checkpoints >= 1, f"--keep-checkpoints: must be ≥ 1, got {o.keep_checkpoints}")
-    _check(o.checkpoint_every >= 1, f"--checkpoint-every: must be ≥ 1, got {o.checkpoint_every}")
-    try:
-        cfg = load_config(o.model_dir)
-        from looprl.hf import checkpoint_files
-        checkpoint_files(o.model_dir)
-        model_sha = checkpoint_sha256(o.model_dir)
-    except (ConfigError, CheckpointError) as e: raise UsageError(f"--model: {e}") from None
-    tok_file = o.model_dir / "tokenizer.json"
-    _check(tok_file.exists(), f"--model: {o.model_dir} has no tokenizer.json")
-    from tokenizers import Tokenizer
-    tokenizer = Tokenizer.from_file(str(tok_file))
+    check_options(o); check_devices(o)
+    cfg, model_sha, tok = _load_model(o)
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision {cfg.revision} ({o.model_dir / 'config.json'})")
-    try: rows = load_prompts(o.data_path)
+    notes, heldout = [], None
+    try:
+        rows = load_prompts(o.data_path)
+        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.max_prompt_tokens, o.data_path, "prompts", notes)
+        if o.eval_path is not None:
+            hrows = load_prompts(o.eval_path)[:o.eval_limit]
+            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.max_prompt_tokens, o.eval_path, "held-out questions", notes)
+            heldout = dict(rows=hrows, prompt_ids=hids, path=str(o.eval_path))
+        reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
-    lines = [n for n, t in enumerate(Path(o.data_path).read_text().splitlines(), 1) if t.strip()]
-    prompt_ids, cut = [], 0
-    for i, r in enumerate(rows):      # every prompt must encode before anything is written
-        try: ids = encode_text(tokenizer, cfg, r["prompt"])
-        except DataError as e: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt': {e}") from None
-        if len(ids) < 1: raise UsageError(f"{o.data_path}:{lines[i]}: field 'prompt' encodes to no tokens")
-        cut += len(ids) > o.max_prompt_tokens
-        prompt_ids.append(ids[-o.max_prompt_tokens:])
-    if cut: print(f"looprl.train: warning: {cut} of {len(rows)} prompts are longer than --max-prompt-tokens {o.max_prompt_tokens}; their first tokens are cut", file=sys.stderr)
+    except ValueError as e: raise UsageError(f"--reward: {e}") from None
     precision = o.precision or cfg.default_precision
     _check(precision in ("fp16", "fp32"), f"--precision: {precision!r} is not fp16 or fp32")
-    settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr,
-                             micro_batch_size=o.micro_batch_size, recompute=o.recompute, temperature=o.temperature, threads=o.threads)
+    settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr, warmup_steps=o.warmup_steps,
+                             minibatches=o.minibatches, entropy_coef=o.entropy_coef, loss_scale=o.loss_scale,
+                             max_skipped_steps=o.max_skipped_steps, micro_batch_size=o.micro_batch_size, recompute=o.recompute,
+                             temperature=o.temperature, threads=o.threads)
     try: settings.validate()
     except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
     contract = dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
-        engine_revision=o.engine_revision or ENGINE_REVISION,
-        data=dict(sha256=file_sha256(o.data_path), rows=len(rows)),
-        rollout=dict(batch_size=o.rollout_batch_size, n_samples_per_prompt=G, max_prompt_tokens=o.max_prompt_tokens,
-                     max_response_tokens=o.max_response_tokens, temperature=o.temperature),
+        engine_revision=o.engine_revision or ENGINE_REVISION, reward=reward_identity(o.reward),
+        data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=o.max_prompt_tokens),
+        rollout=dict(batch_size=o.rollout_batch_size, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
+                     temperature=o.temperature),
         device=o.device, environment=environment_fingerprint(settings.dtype))
-    return Prepared(o, cfg, settings, rows, contract, tokenizer, prompt_ids)
+    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
 
-# %% ../nbs/11_loop.ipynb #eff5dad8
+# %% ../nbs/11_loop.ipynb #1d6408e0
 def completion_seed(run_seed: int, update: int, index: int) -> int:
     "The seed of completion `index` of update `update`: blake2b(run seed ‖ update ‖ index) mod 2**63."
     ident = b"".join(int(x).to_bytes(8, "little") for x in (run_seed, update, index))
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
-# %% ../nbs/11_loop.ipynb #3ce09645
+# %% ../nbs/11_loop.ipynb #701408c5
+def _run_file(p: Prepared) -> str:
+    o = p.opts
+    options = {k: v for k, v in asdict(o).items() if k not in _NOT_STORED}
+    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()))
+    return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
+
 def open_run(p: Prepared) -> tuple[Path, dict | None]:
     "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
     o, run = p.opts, Path(p.opts.output)
     if not o.resume:
-        if run.exists() and any(run.iterdir()):
-            raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
+        if run.exists() and any(run.iterdir()): raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
-        options = {k: v for k, v in asdict(o).items() if k not in ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")}
-        options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()))
-        atomic_write_text(run / "run.json", json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1))
+        atomic_write_text(run / "run.json", _run_file(p))
         return run, None
-    if not run.exists() or not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
+    if not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
     try:
-        check_contract(run, p.contract)
+        stored = read_contract(run)
+        diff = contract_differences({**stored, "updates": None}, {**p.contract, "updates": None})
+        if diff: raise RunError(f"{run / 'run.json'}: cannot resume with different settings: " + "; ".join(diff))
         ck = latest_checkpoint(run)
     except RunError as e: raise UsageError(str(e)) from None
     loop = load_loop_state(ck, restore=False) if ck else None
     done = loop["next_update"] if loop else 0
-    if done >= o.updates: raise UsageError(f"--resume: {run} has already finished all {o.updates} updates")
+    if done >= o.updates: raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to extend it)")
+    if stored["updates"] != o.updates: atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
     return run, loop
 
 def truncate_records(run: Path, next_update: int):
-    "Drop metrics and rollout records of updates ≥ `next_update` (they are recomputed)."
-    m = run / "metrics.jsonl"
+    "Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics line."
+    m = run / METRICS
     if m.exists():
-        keep = [l for l in m.read_text().splitlines() if l.strip() and json.loads(l)["update"] < next_update]
-        atomic_write_text(m, "".join(l + "\n" for l in keep))
+        atomic_write_text(m, "".join(json.dumps(l) + "\n" for l in read_metrics(run) if l["update"] < next_update))
     for f in (run / "rollouts").glob("update-*.json"):
         if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
-# %% ../nbs/11_loop.ipynb #1d6408e0
-def generate_requests(p: Prepared, update: int, prompt_rows: list[int]) -> list[dict]:
+# %% ../nbs/11_loop.ipynb #37529131
+def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[dict]:
     "Engine requests for the prompts of this update, G completions each, in group order."
     o, G, reqs = p.opts, p.opts.group_size, []
-    stop = tuple(p.cfg.eos_token_ids)
     for j, r in enumerate(prompt_rows):
-        ids = p.prompt_ids[r]
         for g in range(G):
-            reqs.append(dict(prompt_ids=ids, seed=completion_seed(o.seed, update, j * G + g),
-                             max_new_tokens=o.max_response_tokens, temperature=o.temperature, stop_ids=stop))
+            reqs.append(dict(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
+                             max_new_tokens=o.max_response_tokens, temperature=o.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
     return reqs
 
 def check_rollout(p: Prepared, reqs: list[dict], comps: list[dict], version: int, digest: str):
     "Fail closed: every request answered in order, under the committed publication, with a matching trace."
     if len(comps) != len(reqs): raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
-    env = p.contract["environment"]
     for i, (r, c) in enumerate(zip(reqs, comps)):
         tr = LatentTrace.from_dict(c["trace"])
         if tr.seed != r["seed"]: raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r['seed']} (reordered group)")
@@ -243,115 +282,190 @@ def check_rollout(p: Prepared, reqs: list[dict], comps: list[dict], version: int
             raise RuntimeError(f"completion {i}: sampled under version {c['policy_version']}, expected the committed {version}")
         if len(c["logprobs"]) != len(c["tokens"]): raise RuntimeError(f"completion {i}: {len(c['logprobs'])} log-probs for {len(c['tokens'])} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
-                    engine_revision=p.contract["engine_revision"], environment=env)
+                    engine_revision=p.contract["engine_revision"], environment=p.contract["environment"])
 
-def score(p: Prepared, prompt_rows: list[int], comps: list[dict]) -> list[float]:
-    "The math reward of each completion against its prompt's label."
-    G = p.opts.group_size
-    return [math_reward(decode_text(p.tokenizer, p.cfg, c["tokens"]), p.rows[prompt_rows[i // G]]["label"]) for i, c in enumerate(comps)]
+class RunFailed(RuntimeError):
+    "The run stopped on a condition it must not train through; printed as one line, exit status 1."
 
-# %% ../nbs/11_loop.ipynb #57b00d93
+def score(p: Prepared, update: int, labels: list[str], texts: list[str], comps: list[dict]) -> list:
+    "The reward of each completion (a RewardResult), against the label of its prompt."
+    out = []
+    for i, (label, text, c) in enumerate(zip(labels, texts, comps)):
+        try: out.append(score_completion(p.reward, text, label, c["tokens"]))
+        except RewardError as e: raise RunFailed(f"update {update}, completion {i}: {e}") from None
+    return out
+
+def count(items) -> dict:
+    "How often each item occurs, in sorted order."
+    out = {}
+    for x in items: out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items()))
+
+# %% ../nbs/11_loop.ipynb #5cabfce9
+def publish(p: Prepared, pl: Placement, run_dir: Path, version: int) -> str:
+    "Publish the actor as `version` to the engine; returns the committed digest."
+    if p.opts.transport == "disk":
+        path = run_dir / "publications" / f"v{version:06d}"
+        return pl.call(pl.engine, "publish_dir", version, str(path), pl.call(pl.trainer, "publish_to_disk", str(path)))
+    if p.opts.transport == "nccl":
+        staged = pl.call(pl.trainer, "stage_publication")
+        sent = pl.submit(pl.trainer, "send_publication")
+        committed = pl.call(pl.engine, "receive_publication", version, staged)
+        pl.get(sent)
+        return committed
+    return pl.call(pl.engine, "publish", version, pl.submit(pl.trainer, "publication", pl.mode == "local"))   # in one process: stays on the device
+
+def eval_due(o: RunOptions, u: int) -> bool:
+    "Is the policy after `u` updates evaluated? Before the first update, after the last, and every --eval-every."
+    return o.eval_path is not None and (u == 0 or u == o.updates or (o.eval_every > 0 and u % o.eval_every == 0))
+
+def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
+    "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
+    o, h, t0 = p.opts, p.heldout, time.perf_counter()
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.temperature, seed=o.seed, max_new_tokens=o.max_response_tokens)
+    r = evaluate(lambda reqs: pl.call(pl.engine, "generate", reqs), h["prompt_ids"], [x["label"] for x in h["rows"]],
+                 lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
+    return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
+
+# %% ../nbs/11_loop.ipynb #8d6593b7
+def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None) -> dict:
+    "Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its metrics line."
+    o, t = p.opts, {}
+    def phase(name):
+        if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
+        t[name] = time.perf_counter()
+    phase("publication")
+    digest = publish(p, pl, run_dir, version)
+    if eval_due(o, u):
+        phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
+    phase("rollout")
+    prompt_rows = cursor.take(o.rollout_batch_size)
+    reqs = generate_requests(p, seed_update, prompt_rows)
+    comps = pl.call(pl.engine, "generate", reqs)
+    check_rollout(p, reqs, comps, version, digest)
+    phase("reward")
+    G = o.group_size
+    rows = [p.rows[prompt_rows[i // G]] for i in range(len(comps))]
+    texts = [decode_text(p.tokenizer, p.cfg, c["tokens"]) for c in comps]
+    results = score(p, u, [r["label"] for r in rows], texts, comps)
+    rewards = [r.value for r in results]
+    phase("train")
+    rollout = dict(prompt_ids=[r["prompt_ids"] for r in reqs], response_ids=[c["tokens"] for c in comps],
+                   logprobs=[c["logprobs"] for c in comps], seeds=[r["seed"] for r in reqs], rewards=rewards)
+    res = pl.call(pl.trainer, "train", rollout, G)
+    phase("record")
+    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i]["seed"], prompt_text=rows[i]["prompt"], label=rows[i]["label"],
+                 prompt_ids=reqs[i]["prompt_ids"], response_text=texts[i], tokens=c["tokens"], finish_reason=c["finish_reason"],
+                 logprobs=c["logprobs"], reward=rewards[i], reward_status=results[i].status, trace=c["trace"], policy_version=c["policy_version"],
+                 publication_digest=c["publication_digest"], **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
+    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
+    t["end"] = time.perf_counter()
+    names = list(t)
+    line = dict(kind="update", update=u, version=version, digest=digest, reward_mean=sum(rewards) / len(rewards),
+                reward_statuses=count(r.status for r in results), response_tokens=sum(len(c["tokens"]) for c in comps),
+                **res["metrics"], time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
+    append_metrics(run_dir, line)
+    if res["metrics"]["consecutive_skipped_steps"] >= o.max_skipped_steps:
+        last = latest_checkpoint(run_dir)
+        raise RunFailed(f"update {u}: {res['metrics']['consecutive_skipped_steps']} consecutive optimizer steps skipped (FP16 gradients "
+                        f"overflowed at loss scale {o.loss_scale:g}); stopping. The last good checkpoint is {last.name if last else 'none'}")
+    t0 = time.perf_counter()
+    state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
+    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
+        save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), dict(state), keep=o.keep_checkpoints)
+    if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0): export_policy(pl, run_dir, u + 1)
+    line["time"]["checkpoint_s"] = time.perf_counter() - t0
+    return line
+
+def export_policy(pl: Placement, run_dir: Path, update: int):
+    "Write the actor after `update` updates as a native checkpoint under policies/, and point policies/latest at it."
+    path = policy_path(run_dir, update)
+    pl.call(pl.trainer, "export_policy", str(path))
+    atomic_write_text(run_dir / POLICIES / LATEST, path.name)
+
+# %% ../nbs/11_loop.ipynb #c1a81e68
+class RunInterrupted(Exception):
+    "SIGINT or SIGTERM stopped the run; the message says where and how to resume."
+    def __init__(self, signum: int, message: str): super().__init__(message); self.signum = signum
+
+class _Signal(BaseException):
+    def __init__(self, signum): self.signum = signum
+
+@contextmanager
+def signals_as_exceptions():
+    "Turn SIGINT and SIGTERM into a `_Signal` exception in the main thread for the duration of the block."
+    if threading.current_thread() is not threading.main_thread(): yield; return
+    def raise_(signum, frame): raise _Signal(signum)
+    old = {s: signal.signal(s, raise_) for s in (signal.SIGINT, signal.SIGTERM)}
+    try: yield
+    finally:
+        for s, h in old.items(): signal.signal(s, h)
+
+def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> tuple[int, int]:
+    "Restore a resumed run's trainer, generators, cursor and counters; returns (next update, next version)."
+    ck = latest_checkpoint(run_dir)
+    pl.call(pl.trainer, "load", str(ck))
+    load_loop_state(ck, restore=True)
+    if not skip_restore("cursor"): cursor.load_state_dict(loop["cursor"])
+    return loop["next_update"], 1 if skip_restore("version") else loop["next_version"]
+
+# %% ../nbs/11_loop.ipynb #1f2d2c89
 def run(o: RunOptions, progress: bool = True) -> dict:
     "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
     p = prepare(o)
+    for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
-    cursor = PromptCursor(len(p.rows), o.seed)
-    start, next_version = 0, 1
-    t0 = time.perf_counter()
+    t0, s = time.perf_counter(), p.settings
     use_gpus = o.device == "cuda"
-    s = p.settings
     trainer_kwargs = dict(model_dir=str(o.model_dir), settings=asdict(s), device="cuda" if use_gpus else "cpu", seed=o.seed)
+    eval_rows = 64 if p.heldout else 0
     engine_kwargs = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device="cuda" if use_gpus else "cpu",
-                         max_batch=max(1, o.rollout_batch_size * o.group_size), max_len=o.max_prompt_tokens + o.max_response_tokens,
+                         max_batch=max(o.rollout_batch_size * o.group_size, eval_rows), max_len=o.max_prompt_tokens + o.max_response_tokens,
                          cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"],
                          engine_revision=p.contract["engine_revision"], threads=o.threads)
-    mode = "local" if o.ray_address == "local" else "ray"
-    pl = Placement(mode, trainer_kwargs, engine_kwargs, use_gpus=use_gpus, ray_address=None if mode == "local" else o.ray_address,
-                   train_env_vars=o.train_env_vars, transport=o.transport)
-    seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
-    startup = time.perf_counter() - t0
+    u, pl = None, None
     try:
-        if loop is not None:
-            ck = latest_checkpoint(run_dir)
-            pl.call(pl.trainer, "load", str(ck))
-            load_loop_state(ck, restore=True)
-            cursor.load_state_dict(loop["cursor"])
-            start, next_version = loop["next_update"], loop["next_version"]
-        truncate_records(run_dir, start)
-        end = o.stop_after if o.stop_after is not None else o.updates
-        summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=s.precision, start=start, updates=[],
-                       engine_stats_by_update=[], startup_s=startup)
-        bar = _progress(range(start, end), progress, o.algorithm)
-        for u in bar:
-            summary["updates"].append(one_update(p, pl, run_dir, cursor, u, next_version, bar))
-            summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
-            next_version += 1
-        summary["stopped_after"] = end if end < o.updates else None
-        summary["engine_stats"] = (summary["engine_stats_by_update"] or [pl.call(pl.engine, "stats")])[-1]   # captures, replays, fallbacks
-        summary["total_s"] = time.perf_counter() - t0
-        atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
-        return summary
+        with signals_as_exceptions():
+            try: pl = Placement(o.placement, trainer_kwargs, engine_kwargs, use_gpus=use_gpus, transport=o.transport,
+                                ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars)
+            except PlacementError as e:
+                if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)      # a new run leaves nothing behind
+                raise UsageError(str(e)) from None
+            seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
+            cursor = PromptCursor(len(p.rows), o.seed)
+            start, version = _restore(p, pl, run_dir, cursor, loop) if loop is not None else (0, 1)
+            truncate_records(run_dir, start)
+            end = o.stop_after if o.stop_after is not None else o.updates
+            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=s.precision, start=start, updates=[],
+                           engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
+            state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
+            bar = _progress(range(start, end), progress, o.algorithm)
+            for u in bar:
+                seed_update = u - start if skip_restore("sampler") else u
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, seed_update, state, bar))
+                summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
+                version += 1
+            u = None
+            if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
+                publish(p, pl, run_dir, version); append_metrics(run_dir, heldout_line(p, pl, end, version))
+    except _Signal as e:
+        raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, u)) from None
     finally:
-        pl.shutdown()
+        if pl is not None: pl.shutdown()
+    summary["stopped_after"] = end if end < o.updates else None
+    summary["engine_stats"] = (summary["engine_stats_by_update"] or [{}])[-1]
+    summary["heldout"] = [l for l in read_metrics(run_dir) if l["kind"] == "heldout"]
+    summary["total_s"] = time.perf_counter() - t0
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
+    return summary
+
+def interrupted_message(signum: int, run_dir: Path, update) -> str:
+    ck = latest_checkpoint(run_dir)
+    where = f"during update {update}" if update is not None else "before the first update"
+    kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
+    return f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
 
 def _progress(it, on, desc):
     if not on: return it
     from tqdm.auto import tqdm
     return tqdm(it, desc=desc, unit="update", file=sys.stderr, dynamic_ncols=True)
-
-def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, bar=None) -> dict:
-    "Publish → generate → reward → train → checkpoint for update `u`; returns its metrics line."
-    o, t = p.opts, {}
-    def phase(name):
-        if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
-        t[name] = time.perf_counter()
-    # 1. publish
-    phase("publication")
-    if o.transport == "disk":
-        path = run_dir / "publications" / f"v{version:06d}"
-        digest = pl.call(pl.trainer, "publish_to_disk", str(path))
-        committed = pl.call(pl.engine, "publish_dir", version, str(path), digest)
-    elif o.transport == "nccl":
-        staged = pl.call(pl.trainer, "stage_publication")
-        sent = pl.submit(pl.trainer, "send_publication")
-        committed = pl.call(pl.engine, "receive_publication", version, staged)
-        pl.get(sent)
-        digest = committed
-    else:
-        payload = pl.submit(pl.trainer, "publication", pl.mode == "local")   # in one process: stays on the device
-        committed = pl.call(pl.engine, "publish", version, payload)
-        digest = committed
-    # 2. generate
-    phase("rollout")
-    prompt_rows = cursor.take(o.rollout_batch_size)
-    reqs = generate_requests(p, u, prompt_rows)
-    comps = pl.call(pl.engine, "generate", reqs)
-    check_rollout(p, reqs, comps, version, digest)
-    # 3. reward
-    phase("reward")
-    rewards = score(p, prompt_rows, comps)
-    # 4-5. train
-    phase("train")
-    rollout = dict(prompt_ids=[r["prompt_ids"] for r in reqs], response_ids=[c["tokens"] for c in comps],
-                   logprobs=[c["logprobs"] for c in comps], seeds=[r["seed"] for r in reqs], rewards=rewards)
-    res = pl.call(pl.trainer, "train", rollout, o.group_size)
-    # records
-    G = o.group_size
-    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i]["seed"], prompt_ids=reqs[i]["prompt_ids"],
-                 tokens=c["tokens"], finish_reason=c["finish_reason"], logprobs=c["logprobs"], reward=rewards[i],
-                 trace=c["trace"], policy_version=c["policy_version"], publication_digest=c["publication_digest"],
-                 **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
-    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
-    # 6. checkpoint
-    phase("checkpoint")
-    loop_state = dict(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict(),
-                      engine_sampler="stateless: counter-based noise of (completion seed, position)")
-    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
-        save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), loop_state, keep=o.keep_checkpoints)
-    t["end"] = time.perf_counter()
-    names = list(t)
-    timing = {f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])}
-    line = dict(update=u, version=version, digest=digest, reward_mean=sum(rewards) / len(rewards),
-                response_tokens=sum(len(c["tokens"]) for c in comps), **res["metrics"], time=timing)
-    with open(run_dir / "metrics.jsonl", "a") as f: f.write(json.dumps(line) + "\n")
-    return line

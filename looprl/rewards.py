@@ -1,4 +1,4 @@
-"""The math reward: 1.0 when a response's final answer is mathematically equal to the label, else 0.0 — total, bounded in time, and safe in any thread.
+"""What a completion earns. The math reward pays 1.0 when a response states one final answer, mathematically equal to the label, and 0.0 otherwise, with a status that says why; it depends on the response and the label only. Any other reward function is named by `module:function`.
 
 Docs: https://looprl.github.io/looprl/rewards.html.md"""
 
@@ -6,20 +6,25 @@ Docs: https://looprl.github.io/looprl/rewards.html.md"""
 
 # %% ../nbs/06_rewards.ipynb #8d551b91
 from __future__ import annotations
-import ctypes, logging, os, re, threading, time
+import ctypes, hashlib, importlib, importlib.util, inspect, logging, math, numbers, os, re, sys, threading, time
 from fractions import Fraction
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
 # %% auto #0
-__all__ = ['MAX_RESPONSE_CHARS', 'MAX_EXPR_CHARS', 'DEFAULT_TIMEOUT_S', 'DEFAULT_MAX_WALL_S', 'last_boxed', 'extract_answer',
-           'canonical', 'fast_compare', 'too_costly', 'AnswerTimeout', 'deadline', 'math_verify_equal', 'warm_up',
-           'math_reward']
+__all__ = ['MAX_RESPONSE_CHARS', 'MAX_EXPR_CHARS', 'CLAUSE_CHARS', 'DEFAULT_TIMEOUT_S', 'MAX_EXPANSION_TERMS', 'REWARD_STATUSES',
+           'DEFAULT_REWARD', 'last_boxed', 'boxed_answers', 'phrase_answers', 'canonical', 'fast_compare', 'refusal',
+           'AnswerRead', 'read_answer', 'extract_answer', 'relation_refusal', 'stated_value', 'too_costly',
+           'AnswerTimeout', 'deadline', 'math_verify_equal', 'warm_up', 'RewardResult', 'compare_answer',
+           'math_reward_detail', 'math_reward', 'takes_tokens', 'load_reward', 'RewardError', 'score_completion',
+           'even_token_share', 'reward_identity']
 
 # %% ../nbs/06_rewards.ipynb #af6093a1
 MAX_RESPONSE_CHARS = 20_000   # tail of the response that is searched for the answer
 MAX_EXPR_CHARS = 300          # longest answer / label handed to math-verify
-DEFAULT_TIMEOUT_S = 0.5       # CPU-time deadline for the math-verify step of one call
-DEFAULT_MAX_WALL_S = 0.8      # wall-clock cap on top of the CPU-time deadline
+CLAUSE_CHARS = 400            # how far around an answer its clause is searched for negations and hedges
+DEFAULT_TIMEOUT_S = 5.0       # CPU-time safety bound of the math-verify step of one call
 
 # %% ../nbs/06_rewards.ipynb #e4a0af71
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
@@ -45,8 +50,28 @@ def last_boxed(text: str) -> str | None:
         if open_ in match: return text[open_ + 1:match[open_]].strip()
     return None
 
+# %% ../nbs/06_rewards.ipynb #21a5ad63
+def _unwrap_box(text: str, match: dict, lo: int, hi: int) -> str:
+    "text[lo:hi] stripped, without boxes that enclose all of it (`\\boxed{\\boxed{8}}` is `8`); linear in hi - lo."
+    while True:
+        while lo < hi and text[lo].isspace(): lo += 1
+        while hi > lo and text[hi - 1].isspace(): hi -= 1
+        m = _BOX.match(text, lo, hi)
+        if not m or match.get(m.end() - 1) != hi - 1: return text[lo:hi]
+        lo, hi = m.end(), hi - 1
+
+def boxed_answers(text: str) -> list[tuple[str, int, int]]:
+    "(content, start, end) of every outermost `\\boxed{…}` with balanced braces, in order."
+    match, out, inside_until = _brace_matches(text), [], -1
+    for m in _BOX.finditer(text):
+        open_ = m.end() - 1
+        if open_ not in match or m.start() < inside_until: continue    # unfinished, or inside the previous box
+        inside_until = match[open_]
+        out.append((_unwrap_box(text, match, open_ + 1, inside_until), m.start(), inside_until + 1))
+    return out
+
 # %% ../nbs/06_rewards.ipynb #10cb7e21
-_PHRASE = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?|\banswer\s*:|####", re.IGNORECASE)
+_PHRASE = re.compile(r"(?:final answer|the answer)\s*(?:is\b|:|=)\s*:?|\banswer\s*:|####", re.IGNORECASE)
 _NUMBER = re.compile(r"(?:(?<![\w)\]}.])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:\s*/\s*\d+)?\s*(?:\\?%)?")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)")
 
@@ -71,19 +96,21 @@ def _clean_phrase_answer(s: str) -> str | None:
         numbers = _NUMBER.findall(s)
         s = head if re.search(r"[\d\\]", head) else numbers[-1] if numbers else s
     s = s.strip().strip("*").rstrip(".,;:").strip()
+    if len(words) >= 2 and not re.search(r"[\d\\^=]", s): return None      # prose, not an answer
     return s or None
 
-def extract_answer(text: str) -> str | None:
-    "The final answer of a response: last balanced box, else a final-answer phrase, else the last number."
-    text = text[-MAX_RESPONSE_CHARS:]
-    boxed = last_boxed(text)
-    if boxed is not None: return boxed
-    phrases = list(_PHRASE.finditer(text))
-    if phrases:
-        ans = _clean_phrase_answer(text[phrases[-1].end():])
-        if ans: return ans
-    numbers = _NUMBER.findall(text)
-    return numbers[-1].strip() if numbers else None
+# %% ../nbs/06_rewards.ipynb #2dfd395a
+_LEAD_IN = re.compile(r"[\s*:#$]*(?:(?:so|thus|therefore|hence|the)\b[\s,]*)*", re.IGNORECASE)
+
+def phrase_answers(text: str) -> list[tuple[str, int, int]]:
+    "(answer, phrase start, answer end) after each final-answer phrase; a phrase that only leads into the next is skipped."
+    phrases, out = list(_PHRASE.finditer(text)), []
+    for m, nxt in zip(phrases, phrases[1:] + [None]):
+        if nxt is not None and _LEAD_IN.fullmatch(text, m.end(), nxt.start()): continue   # "Final Answer: The final answer is 5"
+        rest = text[m.end():m.end() + CLAUSE_CHARS]
+        answer = _clean_phrase_answer(rest)
+        if answer: out.append((answer, m.start(), m.end() + max(rest.find(answer), 0) + len(answer)))
+    return out
 
 # %% ../nbs/06_rewards.ipynb #b905a4c6
 _PLAIN_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
@@ -106,12 +133,105 @@ def fast_compare(answer: str, label: str) -> bool | None:
         return Fraction(a) == Fraction(b)
     return None
 
+# %% ../nbs/06_rewards.ipynb #73a5018d
+_LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_CANDIDATE = r"[-+(]?\s*(?:\d|\$|\\(?:boxed|fbox|[dt]?frac|sqrt|pi)(?![A-Za-z]))"     # how an answer starts
+_NEGATION = re.compile(r"(?:\b(?:not|never|no|cannot|nor)\b|\b[a-z]+n['’]t\b|\\neq?(?![A-Za-z])|≠)"
+                       r"(?:\s+[a-z]+){0,3}\s*(?=" + _CANDIDATE + ")", re.IGNORECASE)
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|either|might|guess|unsure|not\s+sure)\b", re.IGNORECASE)
+_OR_BETWEEN = re.compile(r"(?:[\d}$)\]]|\b[A-Za-z]\b)\s*,?\s*\bor\b\s*(?:[A-Za-z]\s*=\s*)?(?=" + _CANDIDATE + r"|\b[A-Za-z]\b)",
+                         re.IGNORECASE)
+
+def _plain(s: str) -> str: return _LATEX_TEXT.sub(r" \1 ", s).replace("*", "")
+
+def refusal(negation_scopes: list[str], hedge_scopes: list[str]) -> str | None:
+    "'refused:negated' or 'refused:hedged' when a scope negates or hedges an answer, else None."
+    if any(_NEGATION.search(_plain(s)) for s in negation_scopes): return "refused:negated"
+    if any(_HEDGE.search(p) or _OR_BETWEEN.search(p) for p in map(_plain, hedge_scopes)): return "refused:hedged"
+    return None
+
+# %% ../nbs/06_rewards.ipynb #546dc494
+_SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)|\n")
+_CLAUSE_BREAK = re.compile(r"[.!?,;:](?=\s|$)|\n")
+
+def _span(text: str, start: int, end: int, breaks: re.Pattern) -> tuple[int, int]:
+    "[start, end) widened to the last of `breaks` before it and to the end of its sentence (CLAUSE_CHARS at most each way)."
+    lo, hi = max(0, start - CLAUSE_CHARS), min(len(text), end + CLAUSE_CHARS)
+    b = _SENTENCE_BREAK.search(text, end, hi)
+    return max((m.end() for m in breaks.finditer(text, lo, start)), default=lo), b.start() if b else hi
+
+def _scopes(text: str, found: list, breaks: re.Pattern) -> list[str]:
+    "The texts around the found answers, overlapping spans merged (so a response with many answers stays linear)."
+    merged = []
+    for a, b in sorted(_span(text, s, e, breaks) for _, s, e in found):
+        if merged and a <= merged[-1][1]: merged[-1][1] = max(merged[-1][1], b)
+        else: merged.append([a, b])
+    return [text[a:b] for a, b in merged]
+
+class AnswerRead(NamedTuple):
+    answer: str | None   # the final answer; None when there is none or it is refused
+    status: str          # "ok", "no_answer", "refused:negated", "refused:hedged" or "refused:several"
+
+def read_answer(text: str) -> AnswerRead:
+    "The one final answer of a response (its boxes, else its phrases, else its sole number), or why there is none."
+    text = text[-MAX_RESPONSE_CHARS:]
+    found = [b for b in boxed_answers(text) if b[0]] or phrase_answers(text)
+    if found: why = refusal(_scopes(text, found, _CLAUSE_BREAK), _scopes(text, found, _SENTENCE_BREAK))
+    else:
+        found = [(m.group().strip(), m.start(), m.end()) for m in _NUMBER.finditer(text)]
+        why = refusal([text], [text]) if found else None
+    if not found: return AnswerRead(None, "no_answer")
+    if why: return AnswerRead(None, why)
+    if len({canonical(a) for a in {a for a, _, _ in found}}) > 1: return AnswerRead(None, "refused:several")
+    return AnswerRead(found[-1][0], "ok")
+
+def extract_answer(text: str) -> str | None:
+    "The accepted final answer of a response, None when there is none or it is refused (see `read_answer`)."
+    return read_answer(text).answer
+
+# %% ../nbs/06_rewards.ipynb #5cd00582
+_RELATION = re.compile(r"[<>]=?|=|≠|≤|≥|≈|\\(?:neq?|leq?|geq?|leqslant|geqslant|lt|gt|approx|equiv|simeq|sim|cong)(?![A-Za-z])")
+_GREEK = r"\\(?:[vV]ar)?(?:alpha|beta|[gG]amma|[dD]elta|epsilon|zeta|eta|[tT]heta|iota|kappa|[lL]ambda|mu|nu|[xX]i|[pP]i|rho|[sS]igma|tau|[uU]psilon|[pP]hi|chi|[pP]si|[oO]mega)"
+_VARIABLE = re.compile(r"(?:[A-Za-z]|" + _GREEK + r")(?:_(?:\{[^{}]*\}|\w))?'*(?:\([A-Za-z]\))?")
+_OPENING = re.compile(r"^(?:\\\{|[({\[])+")
+
+def _top_level_parts(s: str) -> list[str]:
+    "`s` split at the commas and semicolons outside brackets (escaped characters such as `\\{` are content)."
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\": i += 2; continue
+        if c in "{([": depth += 1
+        elif c in "})]": depth = max(depth - 1, 0)
+        elif c in ",;" and depth == 0: parts.append(s[start:i]); start = i + 1
+        i += 1
+    return parts + [s[start:]]
+
+def relation_refusal(answer: str) -> str | None:
+    "Why a relation makes `answer` no answer, or None (no relation, or each part is `variable REL value`)."
+    for part in _top_level_parts(canonical(answer)):
+        relations = list(_RELATION.finditer(part))
+        if not relations: continue
+        if len(relations) > 1: return f"{len(relations)} relations in {part!r}"
+        left = _OPENING.sub("", part[:relations[0].start()])
+        if not _VARIABLE.fullmatch(left): return f"left side {left!r} of {part!r} is not one variable"
+    return None
+
+def stated_value(answer: str) -> str:
+    "The value of an answer written `variable = value` (`x = 5` -> `5`); any other answer unchanged."
+    relations = list(_RELATION.finditer(answer))
+    if len(relations) != 1 or relations[0].group() != "=" or len(_top_level_parts(answer)) != 1: return answer
+    left, right = answer[:relations[0].start()].strip(), answer[relations[0].end():].strip()
+    return right if right and _VARIABLE.fullmatch(left) else answer
+
 # %% ../nbs/06_rewards.ipynb #902e15bb
 _BIG_OPERATORS = re.compile(r"\\(?:sum|prod|coprod|int|iint|iiint|oint|lim|limsup|liminf)(?![A-Za-z])")
 _POWER = re.compile(r"\^|\*\*")
 _FACTORIAL_LIKE = re.compile(r"!|\\[dt]?binom(?![A-Za-z])|\\choose(?![A-Za-z])|\\Gamma(?![A-Za-z])|\\gamma(?![A-Za-z])|\bgamma\b|\bfactorial\b")
 _DIGITS = re.compile(r"\d+")
 _OPERAND = re.compile(r"-?(?:\\[A-Za-z]+|[\w.]+)")
+_BINARY_SIGN = re.compile(r"(?<=[\w)}\]])\s*[+-]")
+MAX_EXPANSION_TERMS = 50
 
 def _literal_product(s: str) -> int:
     p = 1
@@ -120,6 +240,11 @@ def _literal_product(s: str) -> int:
         p *= max(int(d), 1)
         if p > 10**7: return p
     return p
+
+def _expansion_terms(base: str, n: int) -> int:
+    "Terms of `base`^n expanded, for `base` a sum of k terms: C(n + k - 1, k - 1)."
+    k = 1 + len(_BINARY_SIGN.findall(base))
+    return math.comb(n + k - 1, k - 1)
 
 def _group(s: str, i: int) -> tuple[str, int]:
     "The operand starting at s[i]: a balanced {…} or (…) group, or a run of word characters; returns (text, end)."
@@ -165,6 +290,8 @@ def too_costly(expr: str) -> str | None:
         base = _operand_before(expr, m.start())
         limit = 10_000 if base.isdigit() else 100
         if _literal_product(exponent) > limit: return f"exponent larger than {limit}"
+        if limit == 100 and (terms := _expansion_terms(base, _literal_product(exponent))) > MAX_EXPANSION_TERMS:
+            return f"a power that expands to {terms} terms"
     for m in _FACTORIAL_LIKE.finditer(expr):
         if m.group() == "!": arg = _operand_before(expr, m.start())             # n!  (…)!
         else:                                                                   # \binom{n}{k}  \Gamma(n)
@@ -175,7 +302,7 @@ def too_costly(expr: str) -> str | None:
 
 # %% ../nbs/06_rewards.ipynb #2078792f
 class AnswerTimeout(BaseException):
-    "Raised inside a `deadline` block when its time is up."
+    "Raised inside a `deadline` block when its thread has used up its CPU time."
 
 _CAN_RAISE_ASYNC = hasattr(ctypes, "pythonapi") and hasattr(ctypes.pythonapi, "PyThreadState_SetAsyncExc")
 
@@ -183,19 +310,22 @@ def _raise_in(thread_id: int) -> None:
     "Make `AnswerTimeout` pending in thread `thread_id` (replacing one already pending there)."
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(AnswerTimeout))
 
+def _thread_cpu_clock() -> int | None:
+    "The id of this thread's CPU-time clock, None where the platform has none."
+    try: return time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError): return None
+
 class _Watch:
-    def __init__(self, seconds: float, max_wall_s: float):
-        self.tid, self.fired = threading.get_ident(), False
-        try: self.clock = time.pthread_getcpuclockid(self.tid)
-        except (AttributeError, OSError): self.clock = None           # no per-thread CPU clock: wall clock only
-        self.end_cpu = (time.clock_gettime(self.clock) if self.clock is not None else 0.0) + seconds
-        self.end_wall = time.perf_counter() + max_wall_s
+    "One thread's CPU-time budget, read from that thread's own clock."
+    def __init__(self, seconds: float, clock: int):
+        self.tid, self.clock, self.fired = threading.get_ident(), clock, False
+        self.end_cpu = time.clock_gettime(clock) + seconds
 
     def due(self) -> bool:
-        if time.perf_counter() > self.end_wall: return True
-        try: return self.clock is not None and time.clock_gettime(self.clock) > self.end_cpu
+        try: return time.clock_gettime(self.clock) > self.end_cpu
         except OSError: return False
 
+# %% ../nbs/06_rewards.ipynb #834fd17e
 class _Watchdog:
     "One daemon thread that raises `AnswerTimeout`, once, in each watched thread whose budget is spent."
     period = 0.005
@@ -228,14 +358,16 @@ class _Watchdog:
 
 _WATCHDOG = _Watchdog()
 
+# %% ../nbs/06_rewards.ipynb #9b75698c
 class deadline:
-    "Raise `AnswerTimeout` in this thread once it used `seconds` of CPU time or `max_wall_s` (default 2×) of wall time."
-    def __init__(self, seconds: float | None, max_wall_s: float | None = None):
-        self.seconds, self.max_wall_s, self.w = seconds, max_wall_s, None
+    "Raise `AnswerTimeout` in this thread once it has used `seconds` of its own CPU time (no bound when None)."
+    def __init__(self, seconds: float | None):
+        self.seconds, self.w = seconds, None
 
     def __enter__(self):
-        if self.seconds is not None and _CAN_RAISE_ASYNC:
-            self.w = _Watch(self.seconds, 2 * self.seconds if self.max_wall_s is None else self.max_wall_s)
+        clock = _thread_cpu_clock() if self.seconds is not None and _CAN_RAISE_ASYNC else None
+        if clock is not None:
+            self.w = _Watch(self.seconds, clock)
             _WATCHDOG.watch(self.w)
         return self
 
@@ -291,6 +423,21 @@ def warm_up() -> float:
         _warmed = True
         return time.perf_counter() - t
 
+# %% ../nbs/06_rewards.ipynb #7038492a
+class RewardResult(NamedTuple):
+    value: float      # the reward
+    status: str       # why: one of REWARD_STATUSES for the math reward, "ok" for any other reward
+    detail: str = ""  # the reason or the exception, where there is one
+
+REWARD_STATUSES = {
+    "ok": "the answer equals the label: 1.0", "wrong": "the answer differs from the label",
+    "no_answer": "the response states no answer", "refused:negated": "the answer is negated",
+    "refused:hedged": "the answer is hedged", "refused:several": "the response gives different answers",
+    "refused:relation": "the answer is a relation whose left side is not one variable",
+    "too_costly": "the screen refused to parse the answer or the label",
+    "bad_input": "the response is not a str, or the label is not a non-empty str or number",
+    "timeout": "math-verify used up the CPU-time safety bound", "error": "an internal exception (see detail)"}
+
 # %% ../nbs/06_rewards.ipynb #dbbc8ac7
 def _label_text(label) -> str | None:
     if isinstance(label, bool): return None
@@ -303,19 +450,113 @@ def _label_text(label) -> str | None:
     if len(label) >= 2 and label[0] == "$" and label[-1] == "$": label = label.strip("$").strip()
     return label
 
-def math_reward(response: str, label: str, timeout_s: float | None = DEFAULT_TIMEOUT_S,
-                max_wall_s: float = DEFAULT_MAX_WALL_S) -> float:
-    "1.0 if the final answer of `response` is mathematically equal to `label`, else 0.0. Never raises."
+def _verdict(equal: bool) -> RewardResult: return RewardResult(1.0, "ok") if equal else RewardResult(0.0, "wrong")
+
+def compare_answer(answer: str, label: str, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> RewardResult:
+    "Decide an accepted answer against a label: canonical form, exact numbers, the screen, relations, then math-verify."
+    if canonical(answer) and canonical(answer) == canonical(label): return RewardResult(1.0, "ok")
+    if (fast := fast_compare(answer, label)) is not None: return _verdict(fast)
+    if why := too_costly(answer) or too_costly(label): return RewardResult(0.0, "too_costly", why)
+    if why := relation_refusal(answer): return RewardResult(0.0, "refused:relation", why)
+    if (value := stated_value(answer)) != answer and not _RELATION.search(label): return compare_answer(value, label, timeout_s)
+    warm_up()
+    with deadline(timeout_s): equal = math_verify_equal(answer, label)
+    return _verdict(equal)
+
+# %% ../nbs/06_rewards.ipynb #886b8137
+def math_reward_detail(response: str, label: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> RewardResult:
+    "The math reward of `response` against `label`, with its status (see REWARD_STATUSES). Never raises."
     try:
-        if not isinstance(response, str): return 0.0
+        if not isinstance(response, str): return RewardResult(0.0, "bad_input", f"response is a {type(response).__name__}, not a str")
         gold = _label_text(label)
-        answer = extract_answer(response)
-        if not gold or not answer: return 0.0
-        fast = fast_compare(answer, gold)
-        if fast is not None: return float(fast)
-        if too_costly(answer) or too_costly(gold): return 0.0
-        warm_up()
-        with deadline(timeout_s, max_wall_s):
-            return 1.0 if math_verify_equal(answer, gold) else 0.0
-    except AnswerTimeout: return 0.0
-    except Exception: return 0.0
+        if not gold: return RewardResult(0.0, "bad_input", f"label {label!r:.60} is not a non-empty str or number")
+        answer, status = read_answer(response)
+        return compare_answer(answer, gold, timeout_s) if answer is not None else RewardResult(0.0, status)
+    except AnswerTimeout: return RewardResult(0.0, "timeout", f"math-verify used more than {timeout_s} s of CPU time")
+    except Exception as e: return RewardResult(0.0, "error", f"{type(e).__name__}: {e}")
+
+def math_reward(response: str, label: str) -> float:
+    "1.0 if `response` states one final answer, mathematically equal to `label`, else 0.0. Never raises."
+    return math_reward_detail(response, label).value
+
+# %% ../nbs/06_rewards.ipynb #ac8b7d5b
+DEFAULT_REWARD = "looprl.rewards:math_reward"
+
+def _reward_module(spec: str, where: str):
+    "The module part of `spec`: an importable module name, or a `.py` file loaded as its own module."
+    if not where.endswith(".py"):
+        try: return importlib.import_module(where)
+        except ModuleNotFoundError as e:
+            if e.name and (where == e.name or where.startswith(e.name + ".")): raise ValueError(f"reward {spec!r}: no module named {where!r} on sys.path") from None
+            raise ValueError(f"reward {spec!r}: importing {where!r} failed: {e}") from e
+        except Exception as e: raise ValueError(f"reward {spec!r}: importing {where!r} failed: {type(e).__name__}: {e}") from e
+    path = Path(where).expanduser().resolve()
+    if not path.is_file(): raise ValueError(f"reward {spec!r}: no file {str(path)!r}")
+    name = "looprl_reward_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    module = importlib.util.module_from_spec(file_spec := importlib.util.spec_from_file_location(name, path))
+    sys.modules[name] = module                      # as an import would (dataclasses and pickling look modules up there)
+    try: file_spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise ValueError(f"reward {spec!r}: running {str(path)!r} failed: {type(e).__name__}: {e}") from e
+    return module
+
+# %% ../nbs/06_rewards.ipynb #31f35e79
+def _name(fn) -> str: return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+
+def takes_tokens(fn: Callable) -> bool:
+    "Whether reward `fn` has a keyword parameter `tokens` (it is then called with `tokens=` the response's token ids)."
+    try: p = inspect.signature(fn).parameters.get("tokens")
+    except (TypeError, ValueError): return False
+    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+
+def load_reward(spec: str) -> Callable:
+    "The reward function named by `spec` ('module:function' or 'path/to/file.py:function'); a ValueError names what is wrong."
+    where, _, attr = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+    if not where or not attr: raise ValueError(f"reward {spec!r}: expected 'module:function' or 'path/to/file.py:function'")
+    fn = _reward_module(spec, where)
+    for part in attr.split("."):
+        if not hasattr(fn, part): raise ValueError(f"reward {spec!r}: {where!r} has no attribute {attr!r}")
+        fn = getattr(fn, part)
+    if not callable(fn): raise ValueError(f"reward {spec!r}: {attr!r} is not callable (type {type(fn).__name__})")
+    try: signature = inspect.signature(fn)
+    except (TypeError, ValueError): raise ValueError(f"reward {spec!r}: the signature of {_name(fn)} cannot be read") from None
+    try: signature.bind("response", "label", **({"tokens": [1]} if takes_tokens(fn) else {}))
+    except TypeError as e:
+        raise ValueError(f"reward {spec!r}: signature wrong: {_name(fn)}{signature} cannot be called as "
+                         f"fn(response, label){' with tokens=' if takes_tokens(fn) else ''} ({e})") from None
+    return fn
+
+# %% ../nbs/06_rewards.ipynb #f19ba8c8
+class RewardError(ValueError):
+    "A reward function raised, or returned something that is not a reward; the message names the function."
+
+def score_completion(fn: Callable, response: str, label: str, tokens: Sequence[int]) -> RewardResult:
+    "Apply reward `fn` to one completion by the calling convention, and check what it returns."
+    if fn is math_reward or fn is math_reward_detail: return math_reward_detail(response, label)
+    kwargs = {"tokens": [int(t) for t in tokens]} if takes_tokens(fn) else {}
+    try: value = fn(response, label, **kwargs)
+    except Exception as e: raise RewardError(f"reward {_name(fn)} raised {type(e).__name__}: {e}") from e
+    try: ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value := float(value))
+    except (OverflowError, TypeError, ValueError): ok = False
+    if not ok: raise RewardError(f"reward {_name(fn)} returned {value!r:.80}; a reward is a finite float or int")
+    return RewardResult(value, "ok")
+
+# %% ../nbs/06_rewards.ipynb #d5f41aff
+def even_token_share(response: str, label: str, tokens: Sequence[int]) -> float:
+    "The fraction of the response's token ids that are even (0.0 for none): a reward random weights vary on."
+    return sum(int(t) % 2 == 0 for t in tokens) / len(tokens) if len(tokens) else 0.0
+
+# %% ../nbs/06_rewards.ipynb #a34897f6
+def _source_sha256(fn: Callable) -> str | None:
+    "SHA-256 of the file that defines `fn` (or, for a callable object, its class), None when there is none."
+    fn = inspect.unwrap(fn)
+    for obj in (fn, type(fn)):
+        try: path = inspect.getsourcefile(obj)
+        except TypeError: continue
+        if path and os.path.isfile(path): return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return None
+
+def reward_identity(spec: str) -> dict:
+    "What a run contract records about reward `spec`: the spec and the SHA-256 of its function's source file."
+    return {"spec": spec, "source_sha256": _source_sha256(load_reward(spec))}

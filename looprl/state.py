@@ -13,9 +13,11 @@ import torch
 from .hf import _umask
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RunError', 'atomic_write_text', 'capture_rng', 'seed_everything', 'restore_rng',
-           'fault_point', 'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state',
-           'latest_checkpoint', 'load_loop_state', 'read_contract', 'contract_differences', 'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'METRICS', 'POLICIES', 'RunError', 'atomic_write_text',
+           'skip_restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name',
+           'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state',
+           'append_metrics', 'read_metrics', 'policy_path', 'latest_policy', 'read_contract', 'contract_differences',
+           'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -35,6 +37,18 @@ def atomic_write_text(path: Path, text: str):
         Path(tmp).unlink(missing_ok=True); raise
 
 # %% ../nbs/09_state.ipynb #b6fa6fca
+RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy", "rng.torch_cpu",
+              "rng.torch_cuda", "sampler", "cursor", "version")
+SKIP_RESTORE_VAR = "LOOPRL_SKIP_RESTORE"
+
+def skip_restore(part: str) -> bool:
+    "Fault injection for negative tests: True when `LOOPRL_SKIP_RESTORE` names `part`, so a resume leaves it as a fresh run has it."
+    if part not in RESTORABLE: raise ValueError(f"{part!r} is not restorable state; one of {', '.join(RESTORABLE)}")
+    names = {n.strip() for n in os.environ.get(SKIP_RESTORE_VAR, "").split(",") if n.strip()}
+    unknown = sorted(names - set(RESTORABLE))
+    if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}")
+    return part in names
+
 def capture_rng() -> dict:
     "Every global RNG state of this process, as tensors and plain values."
     st = random.getstate()
@@ -49,13 +63,16 @@ def seed_everything(seed: int):
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 def restore_rng(d: dict):
-    "Restore what `capture_rng` captured."
-    v, state, gauss = d["python"]
-    random.setstate((v, tuple(state), gauss))
-    n = d["numpy"]
-    np.random.set_state((n[0], n[1].numpy().astype(np.uint32), n[2], n[3], n[4]))
-    torch.set_rng_state(d["torch_cpu"])
-    for i, s in enumerate(d["torch_cuda"]): torch.cuda.set_rng_state(s, i)
+    "Restore what `capture_rng` captured (each generator unless `skip_restore` says otherwise)."
+    if not skip_restore("rng.python"):
+        v, state, gauss = d["python"]
+        random.setstate((v, tuple(state), gauss))
+    if not skip_restore("rng.numpy"):
+        n = d["numpy"]
+        np.random.set_state((n[0], n[1].numpy().astype(np.uint32), n[2], n[3], n[4]))
+    if not skip_restore("rng.torch_cpu"): torch.set_rng_state(d["torch_cpu"])
+    if not skip_restore("rng.torch_cuda"):
+        for i, s in enumerate(d["torch_cuda"]): torch.cuda.set_rng_state(s, i)
 
 # %% ../nbs/09_state.ipynb #9a648234
 _FAULT_COUNTS: dict = {}
@@ -122,6 +139,36 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
     d = Path(d)
     if restore: restore_rng(torch.load(d / "rng.pt", weights_only=True))
     return json.loads((d / "loop.json").read_text())
+
+# %% ../nbs/09_state.ipynb #106d23f0
+METRICS, POLICIES = "metrics.jsonl", "policies"
+
+def append_metrics(run: Path, line: dict):
+    "Append one line to the run's metrics.jsonl and flush it to disk."
+    with open(Path(run) / METRICS, "a") as f:
+        f.write(json.dumps(line) + "\n"); f.flush(); os.fsync(f.fileno())
+
+def read_metrics(run: Path) -> list[dict]:
+    "The metrics lines of a run; a torn last line (no newline: a write cut short) is dropped, a broken line elsewhere is an error."
+    f = Path(run) / METRICS
+    if not f.exists(): return []
+    *whole, tail = f.read_text().split("\n")            # `tail` is "" unless the last write was cut short
+    out = []
+    for n, l in enumerate(whole, 1):
+        if not l.strip(): continue
+        try: out.append(json.loads(l))
+        except json.JSONDecodeError as e: raise RunError(f"{f}:{n}: invalid JSON ({e.msg})") from None
+    return out
+
+def policy_path(run: Path, update: int) -> Path: return Path(run) / POLICIES / checkpoint_name(update)
+
+def latest_policy(run: Path) -> Path | None:
+    "The newest exported policy of a run, or None."
+    f = Path(run) / POLICIES / LATEST
+    if not f.exists(): return None
+    d = f.parent / f.read_text().strip()
+    if not (d / "config.json").exists(): raise RunError(f"{f}: names {d.name}, which is not a complete checkpoint")
+    return d
 
 # %% ../nbs/09_state.ipynb #c5bd3615
 def read_contract(run: Path) -> dict:

@@ -6,12 +6,12 @@ Docs: https://looprl.github.io/looprl/train.html.md"""
 
 # %% ../nbs/15_train.ipynb #278fe9f0
 from __future__ import annotations
-import argparse, json, sys
+import argparse, json, signal, sys
 from pathlib import Path
-from .loop import RunOptions, UsageError, run
+from .loop import RunOptions, UsageError, RunFailed, RunInterrupted, options_for_resume, run
 
 # %% auto #0
-__all__ = ['parser', 'options_from_args', 'summary_table', 'main']
+__all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
 
 # %% ../nbs/15_train.ipynb #b3ddd09a
 class _Parser(argparse.ArgumentParser):
@@ -23,27 +23,43 @@ def parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--algorithm", choices=["ppo", "grpo", "dppo", "flow-dppo"], help="objective (default ppo)")
     a("--model", help="checkpoint directory (default: the embedded tiny Huginn)")
-    a("--data", help="JSONL with string 'prompt' and 'label' (default: the embedded arithmetic problems)")
+    a("--data", help="JSONL with string 'prompt' and 'label' (default: the embedded arithmetic prompts)")
     a("--output", help="run directory (default runs/<algorithm>)")
-    a("--updates", type=int, help="number of updates (default 3)")
+    a("--updates", type=int, help=f"number of updates (default {RunOptions.updates}); with --resume, a larger number extends the run")
     a("--recompute", action="store_true", default=None, help="checkpoint activations per physical block")
     a("--stop-after", type=int, help="stop after K updates (checkpointed); continue later with --resume")
     a("--resume", action="store_true", help="continue the run in --output")
     a("--model-revision", help="expected model revision (checked against the checkpoint and every trace)")
     a("--engine-revision", help="engine revision recorded in traces")
     a("--precision", choices=["fp16", "fp32"], help="default: fp16 for Huginn, fp32 for Ouro and Nanbeige")
-    a("--rollout-batch-size", type=int, help="prompts per rollout (default 4)")
+    a("--rollout-batch-size", type=int, help=f"prompts per rollout (default {RunOptions.rollout_batch_size})")
     a("--n-samples-per-prompt", type=int, help="completions per prompt (default 4 for GRPO, else 1)")
-    a("--max-prompt-tokens", type=int); a("--max-response-tokens", type=int)
-    a("--temperature", type=float); a("--lr", type=float)
-    a("--optimizer", choices=["sgd", "adamw"]); a("--micro-batch-size", type=int)
+    a("--max-prompt-tokens", type=int, help="longer prompts are dropped, and counted (default 128)")
+    a("--max-response-tokens", type=int, help="tokens per completion at most (default 48)")
+    a("--temperature", type=float, help="sampling temperature (default 0.8)")
+    a("--optimizer", choices=["sgd", "adamw"], help=f"default {RunOptions.optimizer}")
+    a("--lr", type=float, help=f"learning rate after warm-up (default {RunOptions.lr:g})")
+    a("--warmup-steps", type=int, help=f"linear learning-rate warm-up, in optimizer steps (default {RunOptions.warmup_steps})")
+    a("--minibatches", type=int, help=f"optimizer steps per rollout, over disjoint parts (default {RunOptions.minibatches}; Flow-DPPO: 2 halves)")
+    a("--entropy-coef", type=float, help="entropy bonus coefficient (default 0)")
+    a("--micro-batch-size", type=int, help="sequences per forward/backward (default 4)")
+    a("--loss-scale", type=float, help="fixed FP16 loss scale (default 128)")
+    a("--max-skipped-steps", type=int, help="stop after this many consecutive skipped (overflowing) FP16 steps (default 8)")
     a("--seed", type=int, help="run seed (default 42)")
-    a("--device", choices=["cpu", "cuda"], help="cuda: trainer and engine on one GPU each")
+    a("--reward", help="reward function as module:function or file.py:function (default looprl.rewards:math_reward)")
+    a("--eval-data", help="held-out JSONL evaluated during the run (default: the embedded held-out split with the embedded data)")
+    a("--eval-every", type=int, help="also evaluate every N updates (default 0: before the first and after the last only)")
+    a("--eval-samples", type=int, help="sampled completions per held-out question (default 4)")
+    a("--eval-limit", type=int, help="evaluate only the first N held-out questions")
+    a("--no-eval", action="store_true", default=None, help="no held-out evaluation")
+    a("--export-every", type=int, help="export the policy every N updates (default 0: after the last update only)")
+    a("--device", choices=["cpu", "cuda"], help="cuda: trainer and engine on one GPU each (placed by Ray)")
     a("--cuda-graphs", action="store_true", default=None, help="engine decode step as CUDA graphs")
-    a("--ray-address", help="Ray cluster address (default: start a local Ray); 'local' runs both workers in this process")
+    a("--workers", choices=["local", "ray"], help="where the workers run (default: local on the CPU, ray with --device cuda)")
+    a("--ray-address", help="Ray cluster to join (implies --workers ray); 'local' is the same as --workers local")
     a("--train-env-vars", help="JSON object of environment variables for the trainer worker")
     a("--transport", choices=["memory", "disk", "nccl"],
-      help="how publications reach the engine (default memory, through Ray; nccl: GPU to GPU, digested on the GPUs)")
+      help="how publications reach the engine (default memory; nccl: GPU to GPU, digested on the GPUs)")
     a("--threads", type=int, help="torch threads per worker on the CPU (default 1)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
@@ -59,25 +75,40 @@ def options_from_args(ns) -> RunOptions:
         if not isinstance(given["train_env_vars"], dict): raise UsageError("--train-env-vars: must be a JSON object")
     if ns.resume:
         if not ns.output: raise UsageError("--resume needs --output")
-        return RunOptions.for_resume(ns.output, given)
+        return options_for_resume(ns.output, given)
     return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
 
-def summary_table(s: dict) -> str:
+# %% ../nbs/15_train.ipynb #c61b3038
+def heldout_summary(lines: list[dict]) -> str | None:
+    "Held-out accuracies of the first and last evaluation of a run, as one line."
+    if not lines: return None
+    a, b = lines[0], lines[-1]
+    pct = lambda l, k: f"{100 * l[k]:.1f}%"
+    if a is b: return f"held-out ({a['questions']} questions) after {a['update']} updates: greedy {pct(a, 'greedy_accuracy')}, sampled {pct(a, 'sampled_accuracy')}"
+    return (f"held-out ({b['questions']} questions), update {a['update']} → {b['update']}: greedy {pct(a, 'greedy_accuracy')} → {pct(b, 'greedy_accuracy')}, "
+            f"sampled at T={b['temperature']:g} {pct(a, 'sampled_accuracy')} → {pct(b, 'sampled_accuracy')} (± {100 * b['sampled_ci']:.1f}), "
+            f"pass@{b['samples']} {pct(a, 'pass_at_k')} → {pct(b, 'pass_at_k')}")
+
+def summary_table(s: dict, rows: int = 12) -> str:
     "The one-screen summary printed at the end of a run."
     ups = s["updates"]
     if not ups: return f"run {s['run']}: nothing to do"
     lines = [f"looprl · {s['algorithm']} · {s['family']} · {s['precision']} · run {s['run']}",
              f"{'update':>6} {'reward':>7} {'parity max':>11} {'parity mean':>11} {'skipped':>7} {'rollout s':>9} {'train s':>8} {'publish s':>9} {'ckpt s':>7}"]
-    for u in ups:
+    step = max(1, -(-len(ups) // rows))
+    for u in ups[::step] + ([ups[-1]] if (len(ups) - 1) % step else []):
         t = u["time"]
         lines.append(f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} {u['skipped_steps']:>7} "
                      f"{t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} {t.get('publication_s', 0):>9.2f} {t.get('checkpoint_s', 0):>7.2f}")
     tot = lambda k: sum(u["time"].get(k, 0) for u in ups)
-    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · reward {tot('reward_s'):.1f} s · train {tot('train_s'):.1f} s · "
+    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · eval {tot('eval_s'):.1f} s · train {tot('train_s'):.1f} s · "
                  f"publication {tot('publication_s'):.1f} s · checkpoint {tot('checkpoint_s'):.1f} s · total {s['total_s']:.1f} s")
+    h = heldout_summary(s.get("heldout", []))
+    if h: lines.append(h)
     if s.get("stopped_after"): lines.append(f"stopped after {s['stopped_after']} updates; continue with: python -m looprl.train --output {s['run']} --resume")
     return "\n".join(lines)
 
+# %% ../nbs/15_train.ipynb #35fe1785
 def main(argv=None):
     "Entry point of `python -m looprl.train` and `looprl-train`."
     ns = parser().parse_args(argv)
@@ -86,6 +117,10 @@ def main(argv=None):
         s = run(o, progress=not ns.no_progress)
     except UsageError as e:
         print(f"looprl.train: {e}", file=sys.stderr); sys.exit(2)
+    except RunFailed as e:
+        print(f"looprl.train: {e}", file=sys.stderr); sys.exit(1)
+    except RunInterrupted as e:
+        print(f"looprl.train: {e}", file=sys.stderr); sys.exit(128 + e.signum)
     print(summary_table(s))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -14,10 +14,12 @@ from .models import LoopedLM, build_model, recompute
 from .hf import load_into, read_tensors, export_tensors, state_digest
 from .latents import sequence_latents
 from . import objectives as O
+from .state import skip_restore
+from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'SequenceBatch', 'replay_latents', 'response_hidden', 'response_logits',
-           'response_values', 'Trainer', 'build_trainer']
+__all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents', 'response_hidden',
+           'response_logits', 'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics', 'build_trainer']
 
 # %% ../nbs/08_trainer.ipynb #3cbe21c1
 ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
@@ -47,30 +49,53 @@ class TrainSettings:
     kl_chunk_size: int = 8192
     loss_agg: str = "seq-mean-token-mean"
     normalize_advantages: bool = True
+    warmup_steps: int = 0              # linear LR warm-up over this many optimizer steps, then constant
+    minibatches: int = 1               # optimizer steps per rollout over disjoint parts (Flow-DPPO: always 2)
+    entropy_coef: float = 0.0
+    max_skipped_steps: int = 8         # consecutive skipped (overflowing) steps of one learner before the run stops
     threads: int = 1
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
     @property
-    def steps_per_rollout(self): return 2 if self.algorithm == "flow-dppo" else 1
+    def steps_per_rollout(self): return 2 if self.algorithm == "flow-dppo" else self.minibatches
     @property
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
-    def validate(self):
-        "Refuse impossible settings with a message naming the field."
-        if self.algorithm not in ALGORITHMS: raise ValueError(f"algorithm: {self.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-        if self.precision not in ("fp16", "fp32"): raise ValueError(f"precision: {self.precision!r} is not fp16 or fp32")
-        if self.optimizer not in ("sgd", "adamw"): raise ValueError(f"optimizer: {self.optimizer!r} is not sgd or adamw")
-        if self.loss_agg not in ("seq-mean-token-mean", "token-mean"): raise ValueError(f"loss_agg: {self.loss_agg!r}")
-        for k in ("lr", "temperature", "loss_scale", "flow_budget"):
-            v = getattr(self, k)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0): raise ValueError(f"{k}: must be a finite number > 0, got {v!r}")
-        if self.micro_batch_size < 1: raise ValueError("micro_batch_size: must be ≥ 1")
-        return self
+# %% ../nbs/08_trainer.ipynb #32dd5692
+_CHOICES = dict(algorithm=ALGORITHMS, precision=("fp16", "fp32"), optimizer=("sgd", "adamw"), loss_agg=("seq-mean-token-mean", "token-mean"))
+_POSITIVE = ("lr", "temperature", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
+_NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
+_COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, minibatches=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
-# %% ../nbs/08_trainer.ipynb #898365f2
+def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+@patch
+def validate(self: TrainSettings) -> TrainSettings:
+    "Refuse impossible settings with a message naming the field."
+    for k, allowed in _CHOICES.items():
+        if getattr(self, k) not in allowed: raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(allowed)}")
+    for k in _POSITIVE:
+        if not (_finite(getattr(self, k)) and getattr(self, k) > 0): raise ValueError(f"{k}: must be a finite number > 0, got {getattr(self, k)!r}")
+    for k in _NON_NEGATIVE:
+        if not (_finite(getattr(self, k)) and getattr(self, k) >= 0): raise ValueError(f"{k}: must be a finite number ≥ 0, got {getattr(self, k)!r}")
+    for k, lo in _COUNTS.items():
+        v = getattr(self, k)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{k}: must be an int ≥ {lo}, got {v!r}")
+    if not self.clip_low < 1: raise ValueError(f"clip_low: must be < 1, got {self.clip_low!r}")
+    if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high: raise ValueError(f"dppo_w_low, dppo_w_high: need 0 < low ≤ 1 ≤ high, got {self.dppo_w_low}, {self.dppo_w_high}")
+    for k in ("gamma", "lam"):
+        if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1): raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
+    b = self.betas
+    if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
+    for k in ("recompute", "normalize_advantages"):
+        if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
+    if self.algorithm == "flow-dppo" and self.minibatches != 1: raise ValueError(f"minibatches: Flow-DPPO always takes its two halves; leave it at 1, got {self.minibatches}")
+    return self
+
+# %% ../nbs/08_trainer.ipynb #daf43ad0
 class Learner:
-    "A model with its optimizer, constant-LR scheduler and precision policy (fp16 masters + fixed loss scale, or fp32)."
+    "A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss scale, or fp32)."
     def __init__(self, model: LoopedLM, s: TrainSettings):
         self.s, self.model = s, model
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -86,8 +111,8 @@ class Learner:
             self.opt = torch.optim.SGD(self.opt_params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
         else:
             self.opt = torch.optim.AdamW(self.opt_params, lr=s.lr, betas=tuple(s.betas), weight_decay=s.weight_decay)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, _constant_lr)
-        self.steps = self.skipped_steps = 0
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, WarmupThenConstant(s.warmup_steps))
+        self.steps = self.skipped_steps = self.consecutive_skips = 0
 
     def zero_grad(self):
         for p in self.params: p.grad = None
@@ -109,17 +134,17 @@ class Learner:
         grads = [p.grad for p in self.opt_params if p.grad is not None]
         if self.scale != 1.0:
             for g in grads: g.div_(self.scale)
-        finite = all(bool(torch.isfinite(g).all()) for g in grads)
-        if not finite:
-            self.skipped_steps += 1
+        if not all(bool(torch.isfinite(g).all()) for g in grads):
+            self.skipped_steps += 1; self.consecutive_skips += 1
             self.zero_grad()
-            return dict(skipped=1, grad_norm=float("nan"))
+            return dict(skipped=1, grad_norm=float("nan"), lr=self.sched.get_last_lr()[0])
+        lr = self.sched.get_last_lr()[0]
         norm = torch.nn.utils.clip_grad_norm_(self.opt_params, self.s.grad_clip) if grads else torch.tensor(0.)
-        self.opt.step(); self.sched.step(); self.steps += 1
+        self.opt.step(); self.sched.step(); self.steps += 1; self.consecutive_skips = 0
         if self.master is not None:
             for p, m in zip(self.params, self.master): p.copy_(m)
         self.zero_grad()
-        return dict(skipped=0, grad_norm=float(norm))
+        return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
     def state_dict(self) -> dict:
         "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
@@ -128,19 +153,29 @@ class Learner:
         return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
                     master=None if self.master is None else [m.detach().clone() for m in self.master],
                     optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
-                    scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps))
+                    scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
 
     @torch.no_grad()
-    def load_state_dict(self, d: dict):
-        self.model.load_state_dict(d["model"], strict=self.master is None)
-        if self.master is not None:
-            for p, m, v in zip(self.params, self.master, d["master"]): m.copy_(v); p.copy_(v)
-        self.opt.load_state_dict(d["optimizer"]); self.sched.load_state_dict(d["scheduler"])
-        self.scale, self.steps, self.skipped_steps = d["scaler"]["scale"], d["scaler"]["steps"], d["scaler"]["skipped_steps"]
+    def load_state_dict(self, d: dict, role: str = "actor"):
+        "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
+        if not skip_restore(role):
+            self.model.load_state_dict(d["model"], strict=self.master is None)
+            if self.master is not None:
+                for p, v in zip(self.params, d["master"]): p.copy_(v)
+        if self.master is not None and not skip_restore("master"):
+            for m, v in zip(self.master, d["master"]): m.copy_(v)
+        if not skip_restore("optimizer"): self.opt.load_state_dict(d["optimizer"])
+        if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
+        if not skip_restore("scaler"):
+            sc = d["scaler"]
+            self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
 
-def _constant_lr(step): return 1.0
+class WarmupThenConstant:
+    "LR factor: linear warm-up over `warmup` optimizer steps, then 1 (picklable, so the scheduler's state saves)."
+    def __init__(self, warmup: int): self.warmup = warmup
+    def __call__(self, step: int) -> float: return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
 
-# %% ../nbs/08_trainer.ipynb #0af71c9c
+# %% ../nbs/08_trainer.ipynb #808b48e6
 @dataclass
 class SequenceBatch:
     ids: torch.Tensor          # [N, S] prompt + response, right-padded
@@ -170,7 +205,7 @@ class SequenceBatch:
         return SequenceBatch(self.ids[idx, :S], self.pred_idx[idx].clamp(max=S - 1), self.actions[idx], self.mask[idx],
                              self.lengths[idx], [self.seeds[i] for i in idx])
 
-# %% ../nbs/08_trainer.ipynb #e5f792d3
+# %% ../nbs/08_trainer.ipynb #701ccd79
 def replay_latents(cfg: LoopedConfig, b: SequenceBatch, dtype, device):
     "Each row's initial recurrent states for positions 0…S−1 from its seed (Huginn); None otherwise."
     if not cfg.is_huginn: return None
@@ -192,7 +227,7 @@ def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
 
-# %% ../nbs/08_trainer.ipynb #4e2a1cba
+# %% ../nbs/08_trainer.ipynb #9b08b10c
 class Trainer:
     "Actor (and critic) learners over a rollout batch. Lives on the training device."
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu"):
@@ -207,14 +242,12 @@ class Trainer:
             critic.recompute = s.recompute
             self.critic = Learner(critic.to(self.device), s)
 
-    # ---- publication -------------------------------------------------------------------------
     def publication(self, on_device: bool = False):
         """The actor's native tensors (what the engine serves) and their digest: CPU copies, or copies on the trainer's
         device (`on_device`, for an engine in the same process: no trip through host memory, digested on the GPU)."""
         t = export_tensors(self.actor.model, device=self.device if on_device else "cpu")
         return t, state_digest(t)
 
-    # ---- pieces of an update -----------------------------------------------------------------
     def _micro(self, idx):
         mb = self.s.micro_batch_size
         return [idx[i:i + mb] for i in range(0, len(idx), mb)]
@@ -223,121 +256,12 @@ class Trainer:
         if self.s.loss_agg == "token-mean": return float(b.mask[rows].sum() / b.mask[all_rows].sum().clamp_min(1))
         return len(rows) / len(all_rows)
 
-    @torch.no_grad()
-    def _selected_logprobs(self, b: SequenceBatch):
-        out = torch.zeros_like(b.mask)
-        for rows in self._micro(list(range(len(b.seeds)))):
-            sb = b.rows(rows)
-            out[rows] = O.selected_logprobs(response_logits(self.actor.model, sb, self.s.temperature), sb.actions, self.s.kl_chunk_size)
-        return out
-
-    @torch.no_grad()
-    def _full_logprobs(self, b: SequenceBatch):
-        out = []
-        for rows in self._micro(list(range(len(b.seeds)))):
-            out.append(response_logits(self.actor.model, b.rows(rows), self.s.temperature).log_softmax(-1).cpu())
-        return out   # list per micro-batch of [n, R, V] (FP32, CPU)
-
-    @torch.no_grad()
-    def _values(self, b: SequenceBatch):
-        out = torch.zeros_like(b.mask)
-        for rows in self._micro(list(range(len(b.seeds)))):
-            out[rows] = response_values(self.critic.model, b.rows(rows))
-        return out * b.mask
-
-    def _actor_step(self, b, rows, adv, behaviour, prox, frozen):
-        s, metrics = self.s, []
-        for mrows in self._micro(rows):
-            sb = b.rows(mrows)
-            logits = response_logits(self.actor.model, sb, s.temperature)
-            a, m = adv[mrows], sb.mask
-            if s.algorithm == "flow-dppo":
-                old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
-                loss, met = O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget,
-                                                    chunk_size=s.kl_chunk_size, agg=s.loss_agg)
-            else:
-                logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
-                if s.algorithm == "dppo":
-                    loss, met = O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
-                                                   w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
-                else:
-                    loss, met = O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, agg=s.loss_agg)
-            with torch.no_grad(): met["entropy"] = float(O.entropy_from_logits(logits.detach(), m, s.kl_chunk_size))
-            w = self._weight(b, mrows, rows)
-            self.actor.backward(loss * w)
-            metrics.append((w, {"loss": float(loss.detach()), **met}))
-        out = _weighted(metrics)
-        out.update(self.actor.step())
-        return out
-
-    def _critic_step(self, b, rows, values_old, returns):
-        metrics = []
-        for mrows in self._micro(rows):
-            sb = b.rows(mrows)
-            v = response_values(self.critic.model, sb)
-            loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip, agg=self.s.loss_agg)
-            w = self._weight(b, mrows, rows)
-            self.critic.backward(loss * w)
-            metrics.append((w, {"value_loss": float(loss.detach()), **met}))
-        out = _weighted(metrics)
-        out.update({f"critic_{k}": v for k, v in self.critic.step().items()})
-        return out
-
-    # ---- one update ----------------------------------------------------------------------------
-    def train(self, rollout: dict, group_size: int) -> dict:
-        "Learn from one rollout: {prompt_ids, response_ids, logprobs, seeds, rewards}. Returns metrics and per-token records."
-        s = self.s
-        b = SequenceBatch.from_rollout(rollout["prompt_ids"], rollout["response_ids"], rollout["seeds"], self.device)
-        N = len(b.seeds)
-        behaviour = torch.zeros_like(b.mask)
-        for i, lp in enumerate(rollout["logprobs"]): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
-        rewards = torch.tensor(rollout["rewards"], dtype=torch.float32, device=self.device)
-        out, values_old, returns = {}, None, None
-        # 1. advantages
-        if s.use_critic:
-            values_old = self._values(b)
-            adv, returns = O.gae(rewards, values_old, b.mask, gamma=s.gamma, lam=s.lam)
-            if s.normalize_advantages: adv = O.masked_whiten(adv, b.mask)
-        else:
-            adv = O.grpo_advantages(rewards, group_size)[:, None] * b.mask
-        # 2. reference log-probs: replay parity, proximal policy, frozen distributions
-        prox = frozen = None
-        if s.algorithm == "flow-dppo":
-            frozen_mb = self._full_logprobs(b)
-            frozen = [f[j:j + 1] for f in frozen_mb for j in range(f.shape[0])]
-            replay = torch.zeros_like(b.mask)
-            for i, f in enumerate(frozen): replay[i] = f[0].gather(-1, b.actions[i, :, None].cpu())[:, 0].to(replay.device)
-        else:
-            replay = self._selected_logprobs(b)
-            if s.algorithm == "dppo": prox = replay
-        diff = ((replay - behaviour).abs() * b.mask)
-        out["parity_max"] = float(diff.max())
-        out["parity_mean"] = float(diff.sum() / b.mask.sum().clamp_min(1))
-        # 3. actor step(s), 4. critic step(s)
-        halves = O.flow_dppo_halves(N) if s.algorithm == "flow-dppo" else [list(range(N))]
-        for k, rows in enumerate(halves):
-            rows = [int(r) for r in rows]
-            for key, v in self._actor_step(b, rows, adv, behaviour, prox, frozen).items(): out[f"step{k}_{key}" if len(halves) > 1 else key] = v
-        if s.use_critic:
-            for k, rows in enumerate(halves):
-                rows = [int(r) for r in rows]
-                for key, v in self._critic_step(b, rows, values_old, returns).items(): out[f"step{k}_{key}" if len(halves) > 1 else key] = v
-        out["skipped_steps"] = self.actor.skipped_steps + (self.critic.skipped_steps if self.critic else 0)
-        lens = b.mask.sum(1).long().tolist()
-        rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)],
-                   replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
-        if values_old is not None:
-            rec["values"] = [values_old[i, :n].tolist() for i, n in enumerate(lens)]
-            rec["returns"] = [returns[i, :n].tolist() for i, n in enumerate(lens)]
-        return dict(metrics=out, records=rec)
-
-    # ---- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return dict(actor=self.actor.state_dict(), critic=None if self.critic is None else self.critic.state_dict())
 
     def load_state_dict(self, d: dict):
-        self.actor.load_state_dict(d["actor"])
-        if self.critic is not None: self.critic.load_state_dict(d["critic"])
+        self.actor.load_state_dict(d["actor"], "actor")
+        if self.critic is not None: self.critic.load_state_dict(d["critic"], "critic")
 
 def _weighted(items):
     "Weighted average of metric dicts [(w, {k: v})] (weights sum to 1 over a step)."
@@ -346,7 +270,128 @@ def _weighted(items):
         for k, v in d.items(): out[k] = out.get(k, 0.0) + w * float(v)
     return out
 
-# %% ../nbs/08_trainer.ipynb #701ccd79
+# %% ../nbs/08_trainer.ipynb #cf45d2bc
+@patch
+@torch.no_grad()
+def _selected_logprobs(self: Trainer, b: SequenceBatch):
+    out = torch.zeros_like(b.mask)
+    for rows in self._micro(list(range(len(b.seeds)))):
+        sb = b.rows(rows)
+        out[rows] = O.selected_logprobs(response_logits(self.actor.model, sb, self.s.temperature), sb.actions, self.s.kl_chunk_size)
+    return out
+
+@patch
+@torch.no_grad()
+def _full_logprobs(self: Trainer, b: SequenceBatch):
+    out = []
+    for rows in self._micro(list(range(len(b.seeds)))):
+        out.append(response_logits(self.actor.model, b.rows(rows), self.s.temperature).log_softmax(-1).cpu())
+    return out   # list per micro-batch of [n, R, V] (FP32, CPU)
+
+@patch
+@torch.no_grad()
+def _values(self: Trainer, b: SequenceBatch):
+    out = torch.zeros_like(b.mask)
+    for rows in self._micro(list(range(len(b.seeds)))):
+        out[rows] = response_values(self.critic.model, b.rows(rows))
+    return out * b.mask
+
+# %% ../nbs/08_trainer.ipynb #5e2b85b1
+@patch
+def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen):
+    s, a, m = self.s, adv[mrows], sb.mask
+    if s.algorithm == "flow-dppo":
+        old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
+        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size, agg=s.loss_agg)
+    logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
+    if s.algorithm == "dppo":
+        return O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
+                                  w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
+    return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, agg=s.loss_agg)
+
+@patch
+def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
+    s, metrics = self.s, []
+    for mrows in self._micro(rows):
+        sb = b.rows(mrows)
+        logits = response_logits(self.actor.model, sb, s.temperature)
+        loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen)
+        if s.entropy_coef:
+            bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg)
+            loss = loss - s.entropy_coef * bonus
+        with torch.no_grad(): met["entropy"] = float(O.entropy_from_logits(logits.detach(), sb.mask, s.kl_chunk_size))
+        w = self._weight(b, mrows, rows)
+        self.actor.backward(loss * w)
+        metrics.append((w, {"loss": float(loss.detach()), **met}))
+    return {**_weighted(metrics), **self.actor.step()}
+
+@patch
+def _critic_step(self: Trainer, b, rows, values_old, returns):
+    metrics = []
+    for mrows in self._micro(rows):
+        sb = b.rows(mrows)
+        v = response_values(self.critic.model, sb)
+        loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip, agg=self.s.loss_agg)
+        w = self._weight(b, mrows, rows)
+        self.critic.backward(loss * w)
+        metrics.append((w, {"value_loss": float(loss.detach()), **met}))
+    return {**_weighted(metrics), **{f"critic_{k}": v for k, v in self.critic.step().items()}}
+
+# %% ../nbs/08_trainer.ipynb #c6874c7a
+def rollout_parts(n: int, parts: int) -> list[list[int]]:
+    "Indices of `parts` disjoint consecutive equal slices of a batch of `n` completions."
+    if parts < 1 or n % parts: raise ValueError(f"{n} completions do not split into {parts} equal parts")
+    k = n // parts
+    return [list(range(i * k, (i + 1) * k)) for i in range(parts)]
+
+def merge_step_metrics(steps: list[dict]) -> dict:
+    "One step: its metrics. Several: `step{k}_name` for each, and the mean of each name over the steps."
+    if len(steps) == 1: return dict(steps[0])
+    out = {f"step{k}_{name}": v for k, st in enumerate(steps) for name, v in st.items()}
+    for name in steps[0]: out[name] = sum(st[name] for st in steps) / len(steps)
+    return out
+
+# %% ../nbs/08_trainer.ipynb #48cdc023
+@patch
+def train(self: Trainer, rollout: dict, group_size: int) -> dict:
+    "Learn from one rollout: {prompt_ids, response_ids, logprobs, seeds, rewards}. Returns metrics and per-token records."
+    s = self.s
+    b = SequenceBatch.from_rollout(rollout["prompt_ids"], rollout["response_ids"], rollout["seeds"], self.device)
+    behaviour = torch.zeros_like(b.mask)
+    for i, lp in enumerate(rollout["logprobs"]): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+    rewards = torch.tensor(rollout["rewards"], dtype=torch.float32, device=self.device)
+    # 1. advantages
+    values_old = returns = None
+    if s.use_critic:
+        values_old = self._values(b)
+        adv, returns = O.gae(rewards, values_old, b.mask, gamma=s.gamma, lam=s.lam)
+        if s.normalize_advantages: adv = O.masked_whiten(adv, b.mask)
+    else: adv = O.grpo_advantages(rewards, group_size)[:, None] * b.mask
+    # 2. reference log-probs: replay parity, proximal policy, frozen distributions
+    prox = frozen = None
+    if s.algorithm == "flow-dppo":
+        frozen = [f[j:j + 1] for f in self._full_logprobs(b) for j in range(f.shape[0])]
+        replay = torch.stack([f[0].gather(-1, b.actions[i, :, None].cpu())[:, 0] for i, f in enumerate(frozen)]).to(b.mask.device)
+    else:
+        replay = self._selected_logprobs(b)
+        if s.algorithm == "dppo": prox = replay
+    diff = (replay - behaviour).abs() * b.mask
+    out = dict(parity_max=float(diff.max()), parity_mean=float(diff.sum() / b.mask.sum().clamp_min(1)))
+    # 3. actor step(s), 4. critic step(s), one per part of the rollout
+    parts = rollout_parts(len(b.seeds), s.steps_per_rollout)
+    out.update(merge_step_metrics([self._actor_step(b, rows, adv, behaviour, prox, frozen) for rows in parts]))
+    if s.use_critic: out.update(merge_step_metrics([self._critic_step(b, rows, values_old, returns) for rows in parts]))
+    learners = [self.actor] + ([self.critic] if self.critic else [])
+    out["skipped_steps"] = sum(l.skipped_steps for l in learners)
+    out["consecutive_skipped_steps"] = max(l.consecutive_skips for l in learners)
+    lens = b.mask.sum(1).long().tolist()
+    rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)], replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
+    if values_old is not None:
+        rec["values"] = [values_old[i, :n].tolist() for i, n in enumerate(lens)]
+        rec["returns"] = [returns[i, :n].tolist() for i, n in enumerate(lens)]
+    return dict(metrics=out, records=rec)
+
+# %% ../nbs/08_trainer.ipynb #5438dea3
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
     "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`."
     from looprl.config import load_config

@@ -1,4 +1,4 @@
-"""`python -m looprl.warmstart OUT`: how the tiny Huginn shipped in `looprl/assets/tiny-huginn` was made, so that its rewards are mixed.
+"""`python -m looprl.warmstart OUT --family F`: how the tiny models shipped in `looprl/assets/` were made, so that RL has something to improve and a way to show it.
 
 Docs: https://looprl.github.io/looprl/warmstart.html.md"""
 
@@ -6,36 +6,46 @@ Docs: https://looprl.github.io/looprl/warmstart.html.md"""
 
 # %% ../nbs/03c_warmstart.ipynb #b3b9b86a
 from __future__ import annotations
-import hashlib, json, math, os, shutil, sys, tempfile, time, platform
+import argparse, hashlib, json, math, os, shutil, sys, tempfile, time, platform
 from contextlib import contextmanager
 from pathlib import Path
 import torch, torch.nn.functional as F
-from fastcore.script import call_parse
-from .config import ASSETS, tiny_config
-from .models import build_model, init_weights, param_count, HuginnLM
+from .config import ASSETS, FAMILIES, tiny_config
+from .models import build_model, init_weights, param_count, LoopedLM
 from .latents import sequence_latents
-from .data import (EMBEDDED_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor, build_char_tokenizer,
+from .data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor, build_char_tokenizer,
                          decode_response, encode_prompt, load_prompts, file_sha256)
-from .hf import save_checkpoint, load_checkpoint, checkpoint_sha256
+from .hf import save_checkpoint, checkpoint_sha256
+from .eval import EvalSpec, evaluate, evaluate_model, model_generate
+from .rewards import math_reward
 from .inspect import CLI_ERRORS, cli_message, cli_fail
 from .make_tiny import check_output
 
 # %% auto #0
-__all__ = ['EMBEDDED_MODEL', 'WARMSTART_RECORD', 'STEPS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD', 'encode_example',
-           'example_seed', 'make_batch', 'answer_loss', 'lr_at', 'torch_threads', 'warmstart', 'greedy_answers',
-           'sampled_answers', 'accuracy', 'evaluate_checkpoint', 'command_line', 'build', 'main']
+__all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD',
+           'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch',
+           'answer_loss', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record',
+           'build', 'main']
 
 # %% ../nbs/03c_warmstart.ipynb #7fff0acc
-EMBEDDED_MODEL = ASSETS / "tiny-huginn"
+EMBEDDED_MODELS = {"huginn_raven": ASSETS / "tiny-huginn", "ouro": ASSETS / "tiny-ouro", "nanbeige": ASSETS / "tiny-nanbeige"}
+EMBEDDED_MODEL = EMBEDDED_MODELS["huginn_raven"]
 WARMSTART_RECORD = "warmstart.json"
 
 # %% ../nbs/03c_warmstart.ipynb #3ae28481
+DEV_ROWS = 256
+
 def encode_example(tok, row: dict) -> tuple[list[int], int]:
     "(ids, n_prompt): `<bos>` + prompt characters + label characters + `<eos>`, and the prompt's length."
     p = encode_prompt(tok, row["prompt"])
     a = tok.encode(row["label"], add_special_tokens=False).ids
     if len(a) != len(row["label"]): raise ValueError(f"label {row['label']!r} has characters outside the tokenizer's alphabet")
     return p + a + [EOS_ID], len(p)
+
+def split_dev(rows: list[dict], dev: int = DEV_ROWS) -> tuple[list[dict], list[dict]]:
+    "(trained rows, dev rows): the last `dev` rows are held back to decide when to stop."
+    if not 0 < dev < len(rows): raise ValueError(f"dev set of {dev} rows does not fit {len(rows)} warm-start rows")
+    return rows[:-dev], rows[-dev:]
 
 # %% ../nbs/03c_warmstart.ipynb #47a7e7ba
 def example_seed(seed: int, step: int, index: int, domain: str = "train") -> int:
@@ -44,31 +54,29 @@ def example_seed(seed: int, step: int, index: int, domain: str = "train") -> int
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
 # %% ../nbs/03c_warmstart.ipynb #f44b33a2
-def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], n_embd: int):
-    "(ids [B,S], targets [B,S] with -100 off the response, latents [B,S,E] in FP32) for `examples`."
+def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], cfg):
+    "(ids [B,S], targets [B,S] with -100 off the response, latents [B,S,E] in FP32 or None) for `examples`."
     S = max(len(ids) for ids, _ in examples)
     ids = torch.full((len(examples), S), PAD_ID, dtype=torch.int64)
     tgt = torch.full((len(examples), S), -100, dtype=torch.int64)
     for b, (x, n) in enumerate(examples):
         ids[b, :len(x)] = torch.tensor(x)
         tgt[b, n - 1:len(x) - 1] = torch.tensor(x[n:])
-    lat = torch.stack([sequence_latents(n_embd, s, S, cache=None) for s in seeds])
+    lat = torch.stack([sequence_latents(cfg.hidden_size, s, S, cache=None) for s in seeds]) if cfg.is_huginn else None
     return ids, tgt, lat
 
-def answer_loss(model: HuginnLM, ids, tgt, lat) -> torch.Tensor:
+def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
     "Mean cross-entropy of the response tokens under teacher forcing."
-    logits = model.logits(model(ids, latents=lat))
+    logits = model.logits(model(ids, latents=lat) if model.cfg.is_huginn else model(ids))
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
 
 # %% ../nbs/03c_warmstart.ipynb #1716dadb
-STEPS, BATCH_SIZE, LR, WARMUP, INIT_STD = 380, 64, 3e-3, 50, 0.02
+BATCH_SIZE, LR, WARMUP, INIT_STD, MAX_STEPS, TARGET, CHECK_EVERY = 64, 1e-3, 100, 0.02, 3000, 0.5, 50
 
-def lr_at(step: int, steps: int, lr: float = LR, warmup: int = WARMUP) -> float:
-    "Linear warm-up over `warmup` steps, then linear decay to 5% of `lr` at the last step."
-    w = min(1.0, (step + 1) / max(1, min(warmup, steps)))
-    return lr * w * max(0.05, 1 - step / steps)
+def lr_at(step: int, lr: float = LR, warmup: int = WARMUP) -> float:
+    "Linear warm-up over `warmup` steps, then constant."
+    return lr * min(1.0, (step + 1) / max(1, warmup))
 
-# %% ../nbs/03c_warmstart.ipynb #0c60f83f
 @contextmanager
 def torch_threads(n: int = 1):
     "Run the block with `n` torch intra-op threads, restoring the previous count afterwards."
@@ -77,124 +85,89 @@ def torch_threads(n: int = 1):
     try: yield
     finally: torch.set_num_threads(old)
 
-# %% ../nbs/03c_warmstart.ipynb #2fe732ac
-def warmstart(steps: int = STEPS, seed: int = 0, batch_size: int = BATCH_SIZE, lr: float = LR, warmup: int = WARMUP,
-              data=EMBEDDED_DATA, log=None) -> tuple[HuginnLM, dict]:
-    "Warm-start a tiny Huginn on `data` with `steps` supervised steps; returns (model in FP32, training log)."
-    if steps < 1 or batch_size < 1: raise ValueError(f"steps and batch_size must be ≥ 1, got {steps} and {batch_size}")
+# %% ../nbs/03c_warmstart.ipynb #a191b297
+def dev_accuracy(model: LoopedLM, tok, dev_rows: list[dict], seed: int = 0) -> float:
+    "Greedy accuracy of `model`'s current weights on the dev rows, through a rollout engine."
+    ids = [encode_prompt(tok, r["prompt"]) for r in dev_rows]
+    gen = model_generate(model, max_batch=64, max_len=max(map(len, ids)) + 8)
+    r = evaluate(gen, ids, [r["label"] for r in dev_rows], lambda t: decode_response(tok, t), math_reward,
+                 EvalSpec(samples=0, seed=seed), (EOS_ID,))
+    return r["greedy_accuracy"]
+
+# %% ../nbs/03c_warmstart.ipynb #0c60f83f
+def warmstart(family: str = "huginn_raven", max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
+              batch_size: int = BATCH_SIZE, lr: float = LR, warmup: int = WARMUP, check_every: int = CHECK_EVERY,
+              data=WARMSTART_DATA, log=None) -> tuple[LoopedLM, dict]:
+    "Warm-start a tiny model of `family`: supervised steps until dev greedy accuracy ≥ `target` (None: all `max_steps`)."
+    if max_steps < 1 or batch_size < 1 or check_every < 1: raise ValueError(f"max_steps, batch_size and check_every must be ≥ 1")
     with torch_threads(1):
         torch.manual_seed(seed)
-        tok, rows = build_char_tokenizer(TINY_ALPHABET), load_prompts(data)
-        examples = [encode_example(tok, r) for r in rows]
-        cfg = tiny_config("huginn_raven")
+        tok = build_char_tokenizer(TINY_ALPHABET)
+        train_rows, dev_rows = split_dev(load_prompts(data))
+        examples = [encode_example(tok, r) for r in train_rows]
+        cfg = tiny_config(family)
         model = init_weights(build_model(cfg), seed=seed, std=INIT_STD).train()
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
-        cursor, losses, t0 = PromptCursor(len(rows), seed), [], time.perf_counter()
-        for step in range(steps):
-            for g in opt.param_groups: g["lr"] = lr_at(step, steps, lr, warmup)
+        cursor, losses, dev, t0 = PromptCursor(len(examples), seed), [], [], time.perf_counter()
+        for step in range(max_steps):
+            for g in opt.param_groups: g["lr"] = lr_at(step, lr, warmup)
             idx = cursor.take(batch_size)
-            ids, tgt, lat = make_batch([examples[i] for i in idx], [example_seed(seed, step, i) for i in range(batch_size)], cfg.hidden_size)
+            ids, tgt, lat = make_batch([examples[i] for i in idx], [example_seed(seed, step, i) for i in range(batch_size)], cfg)
             loss = answer_loss(model, ids, tgt, lat)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            opt.zero_grad(set_to_none=True); loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
             losses.append(loss.item())
-            if log is not None and (step % 50 == 0 or step == steps - 1):
-                log(f"step {step:4d}/{steps}  loss {losses[-1]:.4f}  lr {lr_at(step, steps, lr, warmup):.2e}  {time.perf_counter() - t0:6.1f} s")
-        return model.eval(), dict(losses=losses, train_s=time.perf_counter() - t0, rows=len(rows))
+            if target is not None and ((step + 1) % check_every == 0 or step + 1 == max_steps):
+                dev.append((step + 1, dev_accuracy(model.eval(), tok, dev_rows, seed))); model.train()
+                if log: log(f"step {step + 1:5d}  loss {losses[-1]:.4f}  dev greedy {dev[-1][1]:.3f}  {time.perf_counter() - t0:6.1f} s")
+                if dev[-1][1] >= target: break
+        return model.eval(), dict(losses=losses, dev=dev, steps=len(losses), train_s=time.perf_counter() - t0,
+                                  rows=len(train_rows), dev_rows=len(dev_rows), reached=bool(dev and dev[-1][1] >= target) if target is not None else None)
 
-# %% ../nbs/03c_warmstart.ipynb #a394cc90
-@torch.no_grad()
-def greedy_answers(model: HuginnLM, tok, prompts: list[str], seeds: list[int], max_new: int = 8, batch: int = 128) -> list[str]:
-    "Greedy responses (text up to `<eos>`), each under the latents of its seed; a full forward per new token (one thread)."
-    with torch_threads(1): return _greedy(model, tok, prompts, seeds, max_new, batch)
-
-def _greedy(model, tok, prompts, seeds, max_new, batch):
-    out, dt, dev = [], next(model.parameters()).dtype, next(model.parameters()).device
-    for j in range(0, len(prompts), batch):
-        seqs = [encode_prompt(tok, p) for p in prompts[j:j + batch]]
-        sd, gen, done = seeds[j:j + batch], [[] for _ in seqs], [False] * len(seqs)
-        for _ in range(max_new):
-            S = max(map(len, seqs))
-            ids = torch.full((len(seqs), S), PAD_ID, dtype=torch.int64)
-            for b, s in enumerate(seqs): ids[b, :len(s)] = torch.tensor(s)
-            lat = torch.stack([sequence_latents(model.cfg.hidden_size, s, S, dtype=dt, device=dev) for s in sd])
-            logits = model.logits(model(ids.to(dev), latents=lat))
-            nxt = logits[torch.arange(len(seqs)), torch.tensor([len(s) - 1 for s in seqs])].argmax(-1).tolist()
-            for b, t in enumerate(nxt):
-                if done[b]: continue
-                gen[b].append(t); seqs[b].append(t); done[b] = t == EOS_ID
-            if all(done): break
-        out += [decode_response(tok, g) for g in gen]
-    return out
-
-def sampled_answers(path, tok, prompts: list[str], seeds: list[int], temperature: float = 0.8, max_new: int = 48,
-                    dtype=torch.float16) -> list[str]:
-    "Responses sampled by the rollout engine from the checkpoint at `path`, one per (prompt, seed) (one thread)."
-    from looprl.engine import Engine, Request
-    reqs = [Request(prompt_ids=encode_prompt(tok, p), seed=s, max_new_tokens=max_new, temperature=temperature, stop_ids=(EOS_ID,))
-            for p, s in zip(prompts, seeds)]
-    max_len = max(len(r.prompt_ids) for r in reqs) + max_new
-    with torch_threads(1):
-        eng = Engine.from_checkpoint(path, dtype=dtype, max_batch=64, max_len=max_len)
-        return [decode_response(tok, c.tokens) for c in eng.generate(reqs)]
-
-def accuracy(answers: list[str], labels: list[str]) -> float:
-    "Mean math reward of `answers` against `labels`."
-    from looprl.rewards import math_reward
-    return sum(math_reward(a, l) for a, l in zip(answers, labels)) / max(1, len(answers))
-
-# %% ../nbs/03c_warmstart.ipynb #c47f54d3
-def evaluate_checkpoint(path, data=EMBEDDED_DATA, seed: int = 0, samples: int = 2, temperature: float = 0.8) -> dict:
-    "Greedy and sampled accuracy of the checkpoint at `path` (loaded in FP16) on every row of `data`."
-    tok, rows = build_char_tokenizer(TINY_ALPHABET), load_prompts(data)
-    prompts, labels = [r["prompt"] for r in rows], [r["label"] for r in rows]
-    t0 = time.perf_counter()
-    model = load_checkpoint(path, dtype=torch.float16)
-    greedy = greedy_answers(model, tok, prompts, [example_seed(seed, 0, i, "eval-greedy") for i in range(len(rows))])
-    sp, sl = prompts * samples, labels * samples
-    sampled = sampled_answers(path, tok, sp, [example_seed(seed, 0, i, "eval-sampled") for i in range(len(sp))], temperature)
-    per_op = {}
-    for i, (p, l) in enumerate(zip(sp, sl)):
-        op = next(o for o in "+-*" if f" {o} " in p)
-        per_op.setdefault(op, []).append(accuracy([sampled[i]], [l]))
-    return dict(greedy_accuracy=accuracy(greedy, labels), sampled_accuracy=accuracy(sampled, sl),
-                sampled_accuracy_by_op={o: sum(v) / len(v) for o, v in sorted(per_op.items())},
-                temperature=temperature, samples=len(sp), rows=len(rows), dtype="float16", eval_s=time.perf_counter() - t0,
-                examples=[dict(prompt=p, label=l, greedy=g, sampled=s) for p, l, g, s in zip(prompts[:8], labels[:8], greedy[:8], sampled[:8])])
-
-# %% ../nbs/03c_warmstart.ipynb #45e00df9
-def command_line(out, steps: int, seed: int, batch_size: int, lr: float) -> str:
+# %% ../nbs/03c_warmstart.ipynb #9b66d693
+def command_line(out, family: str, max_steps: int, target, seed: int, batch_size: int, lr: float) -> str:
     "The command that reproduces a warm start with these settings."
-    cmd = f"python -m looprl.warmstart {out} --steps {steps} --seed {seed}"
+    cmd = f"python -m looprl.warmstart {out} --family {family} --max-steps {max_steps} --seed {seed}"
+    cmd += " --no-target" if target is None else f" --target-accuracy {target:g}"
     if batch_size != BATCH_SIZE: cmd += f" --batch-size {batch_size}"
-    if lr != LR: cmd += f" --lr {lr}"
+    if lr != LR: cmd += f" --lr {lr:g}"
     return cmd
 
-def build(out, steps: int = STEPS, seed: int = 0, batch_size: int = BATCH_SIZE, lr: float = LR,
-          evaluate_model: bool = True, log=None) -> dict:
-    "Warm-start, save in FP16 with the tokenizer, evaluate and record, atomically at `out`; returns the record."
-    out = check_output(out)
+def _data_record(path) -> dict:
+    return dict(file=f"looprl/assets/data/{Path(path).name}", sha256=file_sha256(path), rows=len(load_prompts(path)))
+
+def heldout_record(ck: Path, precision: str, spec: EvalSpec = EvalSpec()) -> dict:
+    "The held-out evaluation of checkpoint `ck` stored in the record (timed)."
     t0 = time.perf_counter()
-    model, tl = warmstart(steps, seed, batch_size, lr, log=log)
+    with torch_threads(1): r = evaluate_model(ck, HELDOUT_DATA, spec, precision=precision)
+    return {k: v for k, v in r.items() if k not in ("model", "data")} | dict(eval_s=round(time.perf_counter() - t0, 1))
+
+# %% ../nbs/03c_warmstart.ipynb #3eb9a878
+def build(out, family: str = "huginn_raven", max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
+          batch_size: int = BATCH_SIZE, lr: float = LR, evaluate_model: bool = True, log=None) -> dict:
+    "Warm-start, save in FP16 with the tokenizer, evaluate on the held-out split and record, atomically at `out`."
+    out = check_output(out)
+    if family not in FAMILIES: raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
+    t0 = time.perf_counter()
+    model, tl = warmstart(family, max_steps, target, seed, batch_size, lr, log=log)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
         ck = save_checkpoint(model, tmp / "ck", dtype=torch.float16, tokenizer=build_char_tokenizer(TINY_ALPHABET))
         L = tl["losses"]
-        rec = dict(command=command_line(out, steps, seed, batch_size, lr), seed=seed, steps=steps, batch_size=batch_size,
-                   lr=lr, warmup=WARMUP, init_std=INIT_STD, optimizer="AdamW(betas=(0.9, 0.98), weight_decay=0)", grad_clip=1.0,
-                   final_loss=L[-1], final_loss_mean_last_20=sum(L[-20:]) / len(L[-20:]), first_loss=L[0],
+        rec = dict(command=command_line(out, family, max_steps, target, seed, batch_size, lr), family=family, seed=seed,
+                   steps=tl["steps"], max_steps=max_steps, target_dev_accuracy=target, reached_target=tl["reached"], dev_curve=tl["dev"],
+                   batch_size=batch_size, lr=lr, warmup=WARMUP, init_std=INIT_STD, optimizer="AdamW(betas=(0.9, 0.98), weight_decay=0)",
+                   grad_clip=1.0, first_loss=L[0], final_loss=L[-1], final_loss_mean_last_20=sum(L[-20:]) / len(L[-20:]),
                    params=param_count(model), train_s=round(tl["train_s"], 1),
-                   data=dict(path="looprl/assets/data/arithmetic.jsonl", sha256=file_sha256(EMBEDDED_DATA), rows=tl["rows"]),
+                   data=dict(warmstart=_data_record(WARMSTART_DATA) | dict(trained_rows=tl["rows"], dev_rows=tl["dev_rows"]),
+                             heldout=_data_record(HELDOUT_DATA)),
                    model_sha256=checkpoint_sha256(ck), weights_dtype="float16",
                    environment=dict(torch=torch.__version__, python=platform.python_version(), machine=platform.machine(), threads=1),
-                   evaluation=None)
+                   heldout=None)
         if evaluate_model:
-            ev = evaluate_checkpoint(ck, seed=seed)
-            ev["eval_s"] = round(ev["eval_s"], 1)
-            rec["evaluation"] = ev
+            precisions = ["fp32"] + (["fp16"] if tiny_config(family).default_precision == "fp16" else [])
+            rec["heldout"] = {p: heldout_record(ck, p) for p in precisions}
         rec["total_s"] = round(time.perf_counter() - t0, 1)
         (ck / WARMSTART_RECORD).write_text(json.dumps(rec, indent=1) + "\n")
         if out.is_dir(): out.rmdir()                # empty (check_output refused anything else)
@@ -202,18 +175,26 @@ def build(out, steps: int = STEPS, seed: int = 0, batch_size: int = BATCH_SIZE, 
     finally: shutil.rmtree(tmp, ignore_errors=True)
     return rec
 
-# %% ../nbs/03c_warmstart.ipynb #427511ce
-@call_parse
-def main(out: str,                   # output directory: must not exist, or be empty
-         steps: int = STEPS,         # supervised steps
-         seed: int = 0,              # seed of the initialisation, the data order and the latents
-         batch_size: int = BATCH_SIZE,  # examples per step
-         lr: float = LR,             # peak learning rate
-         evaluate: bool = True):     # measure greedy and sampled accuracy (--no-evaluate to skip)
-    "Warm-start the tiny Huginn on the embedded arithmetic data and save it (FP16) with a warmstart.json record."
+# %% ../nbs/03c_warmstart.ipynb #b39b2348
+def main(argv=None):
+    "Entry point of `python -m looprl.warmstart OUT`: warm-start a tiny model and save it with its record."
+    ap = argparse.ArgumentParser(prog="python -m looprl.warmstart", description=main.__doc__)
+    ap.error = lambda m: cli_fail(f"looprl.warmstart: {m}")
+    ap.add_argument("out", help="output directory: must not exist, or be empty")
+    ap.add_argument("--family", default="huginn_raven", help=f"one of {', '.join(FAMILIES)} (default huginn_raven)")
+    ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"supervised steps at most (default {MAX_STEPS})")
+    ap.add_argument("--target-accuracy", type=float, default=TARGET, help=f"stop at this dev greedy accuracy (default {TARGET})")
+    ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the data order and the latents")
+    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"examples per step (default {BATCH_SIZE})")
+    ap.add_argument("--lr", type=float, default=LR, help=f"learning rate after warm-up (default {LR:g})")
+    ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
+    a = ap.parse_args(argv)
     try:
-        if steps < 1 or batch_size < 1: raise ValueError(f"--steps and --batch-size must be ≥ 1, got {steps} and {batch_size}")
-        rec = build(out, steps, seed, batch_size, lr, evaluate_model=evaluate, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except CLI_ERRORS as e: cli_fail(cli_message(e, out))
-    ev = rec["evaluation"]
-    print(json.dumps({**rec, "evaluation": None if ev is None else {k: v for k, v in ev.items() if k != "examples"}}))
+        if a.max_steps < 1 or a.batch_size < 1: raise ValueError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
+        rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed, a.batch_size, a.lr,
+                    evaluate_model=not a.no_evaluate, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except CLI_ERRORS as e: cli_fail(cli_message(e, a.out))
+    print(json.dumps({k: v for k, v in rec.items() if k != "dev_curve"}))
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -16,13 +16,15 @@ from .hf import write_tensors
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Placement']
+__all__ = ['TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'PlacementError',
+           'Placement']
 
 # %% ../nbs/10_workers.ipynb #b6d5120a
 class TrainerWorker:
     "Owns the actor/critic learners on the training device."
     def __init__(self, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
         os.environ.update(env_vars or {})
+        self.model_dir = model_dir
         self.trainer = build_trainer(model_dir, TrainSettings(**settings), device)
         seed_everything(seed)      # generators start from the run seed once the models are built, wherever this runs
 
@@ -48,6 +50,11 @@ class TrainerWorker:
         return digest
 
     def train(self, rollout: dict, group_size: int) -> dict: return self.trainer.train(rollout, group_size)
+    def export_policy(self, path: str):
+        "Write the actor as a native checkpoint directory at `path` (atomically), with the run model's tokenizer."
+        from looprl.hf import save_checkpoint
+        from looprl.data import load_tokenizer
+        save_checkpoint(self.trainer.actor.model, path, tokenizer=load_tokenizer(self.model_dir))
     def save(self, d: str): save_trainer_state(self.trainer.state_dict(), Path(d))
     def load(self, d: str): self.trainer.load_state_dict(load_trainer_state(Path(d)))
     def state_digest(self) -> str:
@@ -163,21 +170,28 @@ def receive_publication(self: EngineWorker, version: int, staged: dict) -> str:
     return self.publish(version, dict(tensors=unpack_tensors(buf, staged["manifest"]), digest=staged["digest"]))
 
 # %% ../nbs/10_workers.ipynb #cc545438
+class PlacementError(ValueError):
+    "Workers that cannot be placed as asked (too few GPUs in the cluster); the message says what is missing."
+
 class Placement:
     "The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`)."
     def __init__(self, mode: str, trainer_kwargs: dict, engine_kwargs: dict, use_gpus: bool = False,
                  ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory"):
         self.mode = mode
         if transport == "nccl" and (mode != "ray" or not use_gpus):
-            raise ValueError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --ray-address local)")
+            raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
         if mode == "local":
             self.trainer = TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
             self.engine = EngineWorker(**engine_kwargs)
             return
         import ray
-        if not ray.is_initialized():
-            ray.init(address=ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+        self.owns_ray = not ray.is_initialized()
+        if self.owns_ray: ray.init(address=ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
         gpu = 1 if use_gpus else 0
+        have = ray.cluster_resources().get("GPU", 0)
+        if use_gpus and have < 2:
+            if self.owns_ray: ray.shutdown()
+            raise PlacementError(f"--device cuda: the Ray cluster has {have:g} GPUs; the trainer and the engine need one each (--workers local runs both on one GPU)")
         T = ray.remote(num_cpus=1, num_gpus=gpu)(TrainerWorker)
         E = ray.remote(num_cpus=1, num_gpus=gpu)(EngineWorker)
         env = {"env_vars": {k: str(v) for k, v in (train_env_vars or {}).items()}} if train_env_vars else None
@@ -203,3 +217,4 @@ class Placement:
         if self.mode == "ray":
             import ray
             for w in (self.trainer, self.engine): ray.kill(w)
+            if self.owns_ray: ray.shutdown()
