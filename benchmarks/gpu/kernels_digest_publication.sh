@@ -1,6 +1,6 @@
-# Session 2, call 2 (2 H200s): kernels v2 (flash-decoding attention, streaming product) and GPU digest tests; decode
+# Two H200s: kernel tests (flash-decoding attention, streaming product) and GPU digest tests; decode
 # profile and rollout bench (Triton product, and cuBLAS for comparison); GPU vs CPU digest; publication over NCCL between
-# two processes, and in one process with the disk path; then the Huginn-0125 checkpoint for the next call's runs.
+# two processes, and in one process with the disk path; then the Huginn-0125 checkpoint for resume_full_ppo_dppo.sh.
 source benchmarks/gpu/setup.sh
 python3 -c "import ray; print('ray', ray.__version__)"
 timeout 240 python3 -m pytest -q -x tests/test_kernels.py tests/test_engine_gpu.py tests/test_gpu_digest.py 2>&1 | tail -8 | tee $OUT/gpu_tests.txt

@@ -1,7 +1,7 @@
-# The issue-7 runs that need the two-GPU kind (nvidia-h200-x2), one per call, issued back to back so /tmp survives:
-#   bash benchmarks/gpu/two_gpu_remaining.sh dppo        # ~7 min: checkpoint + 3 runs + compare
-#   bash benchmarks/gpu/two_gpu_remaining.sh flow-dppo   # ~7 min
-#   bash benchmarks/gpu/two_gpu_remaining.sh phases      # twice: ~2 min a run, six runs; the ledger continues
+# Runs for two GPUs (nvidia-h200-x2), one per call, back to back so that /tmp survives between them:
+#   bash benchmarks/gpu/resume_full_two_gpus.sh dppo        # ~7 min: checkpoint + 3 runs + compare
+#   bash benchmarks/gpu/resume_full_two_gpus.sh flow-dppo   # ~7 min
+#   bash benchmarks/gpu/resume_full_two_gpus.sh phases      # twice: ~2 min a run, six runs; the ledger continues
 # Call with carry [".whl", ".raysplit/ray-slim.tar.xz"] and LOOPRL_COMMIT exported.
 source benchmarks/gpu/setup.sh
 [ -f /tmp/h0125/config.json ] || timeout 150 python3 benchmarks/gpu/make_checkpoints.py full

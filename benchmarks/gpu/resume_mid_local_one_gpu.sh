@@ -1,4 +1,4 @@
-# Session 3, call 5 (one H200): resume equality with trainer and engine in one process on the GPU (publications on the
+# resume equality with trainer and engine in one process on the GPU (publications on the
 # device), mid-size Huginn FP16: 3 updates eager vs --stop-after 2 with CUDA graphs + --resume; compare.
 source benchmarks/gpu/setup.sh
 timeout 90 python3 benchmarks/gpu/make_checkpoints.py mid

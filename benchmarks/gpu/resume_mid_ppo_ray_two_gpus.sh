@@ -1,4 +1,4 @@
-# GPU session (2 GPUs), call 4: Ray places the trainer on one GPU and the engine on the other.
+# Two GPUs: Ray places the trainer on one GPU and the engine on the other.
 # PPO on the mid-size Huginn (FP16): 3 updates vs --stop-after 2 + --resume in fresh processes; publication between the GPUs.
 source benchmarks/gpu/setup.sh
 cat /tmp/ray.part.aa .raysplit/ray.part.ab > /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl

@@ -1,4 +1,4 @@
-# GPU session, call 3: PPO, DPPO and Flow-DPPO on the mid-size Huginn (FP16, loss scale 128) on CUDA:
+# PPO, DPPO and Flow-DPPO on the mid-size Huginn (FP16, loss scale 128) on CUDA:
 # 3 updates eager vs --stop-after 2 + --resume with CUDA graphs, fresh processes; then the publication benchmark again.
 source benchmarks/gpu/setup.sh
 [ -d /tmp/hmid ] || timeout 60 python3 benchmarks/gpu/make_checkpoints.py mid

@@ -1,4 +1,4 @@
-# GPU session, call 1: engine graph/eager equality, rollout, publication and training benchmarks.
+# engine graph/eager equality, rollout, publication and training benchmarks.
 source benchmarks/gpu/setup.sh
 [ -f .raysplit/ray.part.aa ] && cp .raysplit/ray.part.aa /tmp/
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader

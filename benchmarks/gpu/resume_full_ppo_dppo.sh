@@ -1,4 +1,4 @@
-# Session 2, call 3 (2 H200s, warm: /tmp/h0125 from call 2): resume equality at Huginn-0125 shapes for PPO and DPPO.
+# Two H200s (with /tmp/h0125 from kernels_digest_publication.sh): resume equality at Huginn-0125 shapes for PPO and DPPO.
 source benchmarks/gpu/setup.sh
 [ -d /tmp/h0125 ] || timeout 120 python3 benchmarks/gpu/make_checkpoints.py full
 SECONDS=0

@@ -1,4 +1,4 @@
-# GPU session, call 2: FP32 parity on CUDA (mid-size Huginn); GRPO at Huginn-0125 shapes (FP16, loss scale 128):
+# FP32 parity on CUDA (mid-size Huginn); GRPO at Huginn-0125 shapes (FP16, loss scale 128):
 # 3 updates eager vs --stop-after 2 + --resume with CUDA graphs, in fresh processes; compare.
 source benchmarks/gpu/setup.sh
 timeout 120 python3 benchmarks/gpu/make_checkpoints.py full mid

@@ -1,4 +1,4 @@
-# Session 2, call 1 (2 H200s): fused decode kernels — tests, cuBLAS bandwidth per product, profile plain vs fused,
+# Two H200s: fused decode kernels — tests, cuBLAS bandwidth per product, profile plain vs fused,
 # rollout bench fused and plain; FP32 parity on CUDA (mid-size Huginn); a Triton GEMV probe.
 source benchmarks/gpu/setup.sh
 cp .raysplit/ray.part.aa /tmp/ 2>/dev/null
