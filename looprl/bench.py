@@ -255,7 +255,7 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
 
 # %% ../nbs/14_bench.ipynb #92373ad8
 def main(argv=None):
-    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl} [options]"
+    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m looprl.bench", description=main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -280,6 +280,9 @@ def main(argv=None):
     ph.add_argument("--device", default="cuda"); ph.add_argument("--ledger", help="runs so far (default WORKDIR/runs.jsonl)")
     ph.add_argument("--max-runs", type=int, help="stop after this many new runs; a later call continues from the ledger")
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
+    ln = sub.add_parser("learning", help="held-out accuracy before and after training runs (see looprl.learning)")
+    ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
+    ln.add_argument("--workdir", default="/tmp/looprl-learning"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
     k = sub.add_parser("flow-kl")
     for s in (r, d, mm, t, p, dg, ph, l, k): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
@@ -313,6 +316,11 @@ def main(argv=None):
         elif a.cmd == "latents":
             from looprl.latents import bench_latents
             res = bench_latents(n_embd=a.n_embd, positions=a.positions); name = "latents_speed"
+        elif a.cmd == "learning":
+            from looprl.learning import bench_learning
+            res = bench_learning(tuple(a.algorithms.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.workdir, tuple(a.train_args.split()),
+                                 log=lambda m: print(m, file=sys.stderr, flush=True))
+            name = "learning"
         else:
             from looprl.objectives import bench_flow_kl
             res = bench_flow_kl(); name = "flow_kl_memory"

@@ -1,4 +1,4 @@
-"""The resume-equality report: two run directories, field by field.
+"""The strict resume-equality report: two run directories, field by field, bit for bit.
 
 Docs: https://looprl.github.io/looprl/compare.html.md"""
 
@@ -6,92 +6,325 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 
 # %% ../nbs/12_compare.ipynb #773474e4
 from __future__ import annotations
-import json, math, sys
+import argparse, json, math, struct, sys, traceback
 from pathlib import Path
 import torch
-from .state import latest_checkpoint, CHECKPOINTS
+from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics
 
 # %% auto #0
-__all__ = ['FIELDS', 'diff', 'run_fields', 'compare_runs', 'format_table', 'main']
+__all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
+           'load_run', 'show_pair', 'tensor_differences', 'differences', 'dig', 'lack', 'each', 'compare_field',
+           'setting_differences', 'compare_runs', 'format_table', 'main']
+
+# %% ../nbs/12_compare.ipynb #02b30a5e
+class CompareError(ValueError):
+    "Input `compare` cannot read: not a run directory, no complete checkpoint, an unreadable file; the message names it."
+
+def _read(f: Path, how):
+    "how(f), any failure turned into one CompareError line naming the file."
+    try: return how(f)
+    except RunError as e: raise CompareError(str(e)) from None
+    except FileNotFoundError: raise CompareError(f"{f}: missing") from None
+    except Exception as e:
+        why = (str(e).strip().splitlines() or [""])[0].split(". ")[0][:160]       # the gist: first sentence
+        raise CompareError(f"{f}: unreadable ({type(e).__name__}{': ' + why if why else ''})") from None
+
+# %% ../nbs/12_compare.ipynb #cba389bb
+def _json(f: Path): return json.loads(f.read_text())
+def _torch(f: Path): return torch.load(f, weights_only=True, map_location="cpu")
+
+def load_run(run) -> dict:
+    "What `compare` reads from run directory `run`: the contract, the newest complete checkpoint, every rollout record, the metrics lines."
+    run = Path(run)
+    if not run.is_dir(): raise CompareError(f"{run}: not a run directory")
+    contract = _read(run / "run.json", lambda f: read_contract(run))
+    if not isinstance(contract, dict): raise CompareError(f"{run / 'run.json'}: 'contract' is not an object")
+    ck = _read(run / "checkpoints" / "latest", lambda f: latest_checkpoint(run))
+    if ck is None: raise CompareError(f"{run}: no complete checkpoint (no checkpoints/latest)")
+    files = sorted(f for f in (run / "rollouts").glob("update-*.json") if f.stem[7:].isdigit())
+    return dict(path=run, contract=contract, trainer=_read(ck / "trainer.pt", _torch), driver_rng=_read(ck / "rng.pt", _torch),
+                loop=_read(ck / "loop.json", _json), rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
+                metrics=_read(run / "metrics.jsonl", lambda f: read_metrics(run)))
 
 # %% ../nbs/12_compare.ipynb #060dd073
-def diff(a, b) -> tuple[bool, float]:
-    "(equal, max |a − b|) for nested dicts/lists/tensors/numbers; structural mismatches give inf."
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        if a.shape != b.shape or a.dtype != b.dtype: return False, math.inf
-        if torch.equal(a, b): return True, 0.0
-        if a.is_floating_point(): return False, float((a.double() - b.double()).abs().nan_to_num(math.inf).max())
-        return False, float((a.long() - b.long()).abs().max())
-    if isinstance(a, dict) and isinstance(b, dict):
-        if a.keys() != b.keys(): return False, math.inf
-        return _merge(diff(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if len(a) != len(b): return False, math.inf
-        return _merge(diff(x, y) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        if a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)): return True, 0.0
-        return False, abs(a - b)
-    return (a == b), (0.0 if a == b else math.inf)
+def _bits(x: float) -> str: return "0x" + struct.pack("<d", x)[::-1].hex()
 
-def _merge(parts):
-    eq, m = True, 0.0
-    for e, d in parts: eq, m = eq and e, max(m, d)
-    return eq, m
+def _short(x) -> str:
+    if isinstance(x, torch.Tensor): return f"tensor({str(x.dtype).removeprefix('torch.')}, shape {list(x.shape)})"
+    s = repr(x)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+def show_pair(x, y) -> str:
+    "Two differing values as a message shows them: with their types where those differ, with their bits where they print alike."
+    sx, sy = _short(x), _short(y)
+    if type(x) is not type(y): return f"{sx} ({type(x).__name__}) vs {sy} ({type(y).__name__})"
+    if sx == sy and isinstance(x, float): return f"{sx} ({_bits(x)}) vs {sy} ({_bits(y)})"
+    return f"{sx} vs {sy}"
+
+def _abs_diff(x, y) -> float | None:
+    "|x − y| for two numbers (not bools) when it is finite, else None."
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y)): return None
+    d = float(abs(x - y))
+    return d if math.isfinite(d) else None
+
+# %% ../nbs/12_compare.ipynb #ba8da33b
+def tensor_differences(a: torch.Tensor, b: torch.Tensor, where: str):
+    "Yield (where, what, |Δ|) when two tensors differ in dtype, shape or any byte; the first differing element is named by its index."
+    if a.dtype != b.dtype: yield where, f"dtype {str(a.dtype).removeprefix('torch.')} vs {str(b.dtype).removeprefix('torch.')}", None; return
+    if a.shape != b.shape: yield where, f"shape {list(a.shape)} vs {list(b.shape)}", None; return
+    n, size = a.numel(), a.element_size()
+    ba, bb = (t.detach().contiguous().reshape(-1).view(torch.uint8) for t in (a, b))
+    if torch.equal(ba, bb): return                           # integer bytes: equal means bitwise equal
+    same_size_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
+    differ = ba.view(same_size_int) != bb.view(same_size_int) if same_size_int else (ba.reshape(n, size) != bb.reshape(n, size)).any(1)
+    ba, bb = ba.reshape(n, size), bb.reshape(n, size)
+    k = int(differ.nonzero()[0, 0])
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    va, vb = fa[k].item(), fb[k].item()
+    hexa, hexb = ("0x" + bytes(x[k].tolist()[::-1]).hex() for x in (ba, bb))
+    what = f"{va!r} vs {vb!r}" if repr(va) != repr(vb) else f"{va!r} ({hexa}) vs {vb!r} ({hexb})"
+    if (count := int(differ.sum())) > 1: what += f" ({count} of {n} elements differ)"
+    d = torch.empty(0)
+    if not (a.dtype == torch.bool or a.is_complex()): d = (fa[differ].double() - fb[differ].double()).abs()
+    d = d[torch.isfinite(d)]
+    index = ", ".join(str(int(i)) for i in torch.unravel_index(torch.tensor(k), a.shape))
+    yield (f"{where} at index ({index})" if a.dim() else where), what, (float(d.max()) if d.numel() else None)
+
+# %% ../nbs/12_compare.ipynb #e5e7e182
+def differences(a, b, where: str):
+    "Yield (where, what, |Δ| or None) for every bitwise difference between two nested values, in order."
+    if type(a) is not type(b): yield where, show_pair(a, b), _abs_diff(a, b)
+    elif isinstance(a, torch.Tensor): yield from tensor_differences(a, b, where)
+    elif isinstance(a, dict):
+        for side, x, y in (("A", a, b), ("B", b, a)):
+            for k in x:
+                if k not in y: yield where, f"key {k!r} in {side} only", None
+        for k in a:
+            if k in b: yield from differences(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (list, tuple)):
+        if len(a) != len(b): yield where, f"length {len(a)} vs {len(b)}", None
+        for i, (x, y) in enumerate(zip(a, b)): yield from differences(x, y, f"{where}[{i}]")
+    elif isinstance(a, float):
+        if _bits(a) != _bits(b): yield where, show_pair(a, b), _abs_diff(a, b)
+    elif a != b: yield where, show_pair(a, b), _abs_diff(a, b)
+
+# %% ../nbs/12_compare.ipynb #222253c8
+class _Absent:
+    "Stands for a key that a run does not have."
+    def __repr__(self): return "<absent>"
+ABSENT = _Absent()
+
+def dig(obj, *keys):
+    "obj[k1][k2]…: ABSENT where a key is missing (or the value is not a dict), None where a None stands in the way."
+    for k in keys:
+        if obj is None or obj is ABSENT: return obj
+        if not isinstance(obj, dict) or k not in obj: return ABSENT
+        obj = obj[k]
+    return obj
+
+def lack(value) -> str | None:
+    "Why an expected value is not there ('absent', 'null', 'empty'), or None when it is there."
+    if value is ABSENT: return "absent"
+    if value is None: return "null"
+    if isinstance(value, (list, tuple, dict)) and not value: return "empty"
+    return None
+
+def each(prefix: str, obj) -> dict:
+    "Entries of a state dict or a list, one per item (so that a missing tensor is named); the value itself when it is neither or empty."
+    if isinstance(obj, dict) and obj: return {f"{prefix}[{k!r}]": v for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and obj: return {f"{prefix}[{i}]": v for i, v in enumerate(obj)}
+    return {prefix: obj}
+
+# %% ../nbs/12_compare.ipynb #2e7969e4
+def _learners(r: dict) -> tuple:
+    "The learners a run has by its contract: the actor, and the critic unless the algorithm is GRPO."
+    return ("actor",) if dig(r["contract"], "algorithm") == "grpo" else ("actor", "critic")
+
+def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
+
+def _state(key: str, name: str):
+    "Entries of one part (optimizer, scheduler, scaler) of every learner the run has."
+    return lambda r: {f"{l} {name}": dig(r["trainer"], l, key) for l in _learners(r)}
+
+def _rng(name: str):
+    "Entries of one generator, in the driver's process (rng.pt) and in the trainer's (trainer.pt)."
+    return lambda r: {f"driver rng.{name}": dig(r["driver_rng"], name), f"trainer rng.{name}": dig(r["trainer"], "rng", name)}
+
+def _critic(r: dict) -> dict:
+    master = each("critic master", dig(r["trainer"], "critic", "master")) if _fp16(r) else {}
+    return {**each("critic", dig(r["trainer"], "critic", "model")), **master}
+
+def _actor(r: dict) -> dict: return each("actor", dig(r["trainer"], "actor", "model"))
+def _master(r: dict) -> dict: return each("master", dig(r["trainer"], "actor", "master"))
+def _loop(r: dict) -> dict: return each("loop.json", r["loop"])
+
+# %% ../nbs/12_compare.ipynb #f3f56966
+PER_COMPLETION = dict(tokens=("tokens",), logprobs=("logprobs",), rewards=("reward",), reward_statuses=("reward_status",),
+                      advantages=("advantages",), values=("values",), returns=("returns",), replay_logprobs=("replay_logprobs",),
+                      latent_traces=("trace",), seeds=("seed",), texts=("prompt_text", "response_text"))
+PER_RECORD = dict(publication_digests=("digest", "publication_digest"), policy_versions=("version", "policy_version"))
+OTHER_KEYS = ("prompt_row", "sample_index", "label", "prompt_ids", "finish_reason")
+
+def _completions(*keys, record=()):
+    "Entries of `record` keys of every rollout record and `keys` of each of its completions: 'update 2, completion 3, tokens'."
+    def entries(r):
+        if not r["rollouts"]: return {"rollouts/update-*.json": ABSENT}
+        out = {}
+        for u, rec in r["rollouts"].items():
+            out.update({f"{u}, {k}": dig(rec, k) for k in record})
+            comps = dig(rec, "completions")
+            if lack(comps) or not isinstance(comps, list): out[f"{u}, completions"] = comps; continue
+            for i, c in enumerate(comps): out.update({f"{u}, completion {i}, {k}": dig(c, k) for k in keys})
+        return out
+    return entries
+
+# %% ../nbs/12_compare.ipynb #5811cba7
+def _unnamed(d, named: set, expected: tuple) -> dict:
+    "The `expected` keys of `d` (ABSENT where missing) and every key no field names."
+    return {k: dig(d, k) for k in (*expected, *(k for k in (d if isinstance(d, dict) else ()) if k not in named and k not in expected))}
+
+def _rollout_other(r: dict) -> dict:
+    "Entries of every rollout-record key that no other field covers."
+    named = {k for ks in (*PER_COMPLETION.values(), *PER_RECORD.values()) for k in ks}
+    out = {}
+    for u, rec in r["rollouts"].items():
+        out.update({f"{u}, {k}": v for k, v in _unnamed(rec, named | {"completions"}, ("update",)).items()})
+        for i, c in enumerate(comps if isinstance(comps := dig(rec, "completions"), list) else []):
+            out.update({f"{u}, completion {i}, {k}": v for k, v in _unnamed(c, named, OTHER_KEYS).items()})
+    return out or {"rollouts/update-*.json": ABSENT}
+
+# %% ../nbs/12_compare.ipynb #cc1902e9
+def _lines(kind: str):
+    "Entries of every metrics line of `kind` ('update' or 'heldout'), every key but 'time'."
+    def entries(r):
+        lines = [l for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == kind]
+        if not lines: return {f"{kind} lines of metrics.jsonl": ABSENT}
+        out, seen = {}, set()
+        for n, l in enumerate(lines, 1):
+            where = f"{'heldout at ' if kind == 'heldout' else ''}update {l.get('update')}"
+            where = f"{where} (line {n})" if where in seen else where
+            seen.add(where)
+            out.update({f"{where}, {k}": v for k, v in l.items() if k != "time"})
+        return out
+    return entries
 
 # %% ../nbs/12_compare.ipynb #346ba62c
-FIELDS = ("actor", "critic", "optimizer", "scheduler", "loss_scaler", "rng", "loop", "tokens", "logprobs",
-          "rewards", "advantages", "values", "latent_traces", "publication_digests")
+def _unless(test, reason: str):
+    "A not-applicable rule: `reason` when `test(contract)` holds."
+    return lambda c: reason if test(c) else None
 
-def _learner_parts(st):
-    if st is None: return None, None, None, None
-    return ({"model": st["model"], "master": st["master"]}, st["optimizer"], st["scheduler"], st["scaler"])
+_NO_CRITIC = _unless(lambda c: dig(c, "algorithm") == "grpo", "algorithm grpo")
+FIELD_SPECS = {
+    "actor": (_actor, None),
+    "master": (_master, _unless(lambda c: dig(c, "settings", "precision") == "fp32", "precision fp32")),
+    "critic": (_critic, _NO_CRITIC),
+    "optimizer": (_state("optimizer", "optimizer"), None),
+    "scheduler": (_state("scheduler", "scheduler"), None),
+    "loss_scaler": (_state("scaler", "loss scaler"), None),
+    **{f"rng.{g}": (_rng(g), None) for g in ("python", "numpy", "torch_cpu")},
+    "rng.torch_cuda": (_rng("torch_cuda"), _unless(lambda c: dig(c, "device") == "cpu", "device cpu")),
+    "loop": (_loop, None),
+    **{f: (_completions(*keys), _NO_CRITIC if f in ("values", "returns") else None) for f, keys in PER_COMPLETION.items()},
+    **{f: (_completions(c, record=(r,)), None) for f, (r, c) in PER_RECORD.items()},
+    "rollout_other": (_rollout_other, None),
+    "metrics": (_lines("update"), None),
+    "heldout": (_lines("heldout"), None),
+}
+NA_WHEN_NEITHER_HAS = {"heldout": "neither run has heldout lines"}
+FIELDS = tuple(FIELD_SPECS)
 
-def run_fields(run) -> dict:
-    "The comparable fields of run directory `run` (newest checkpoint + every rollout record)."
-    run = Path(run)
-    ck = latest_checkpoint(run)
-    if ck is None: raise FileNotFoundError(f"{run}: no complete checkpoint")
-    tr = torch.load(ck / "trainer.pt", weights_only=True, map_location="cpu")
-    loop = json.loads((ck / "loop.json").read_text())
-    a_model, a_opt, a_sched, a_scal = _learner_parts(tr["actor"])
-    c_model, c_opt, c_sched, c_scal = _learner_parts(tr.get("critic"))
-    recs = [json.loads(f.read_text()) for f in sorted((run / "rollouts").glob("update-*.json"))]
-    comps = [c for r in recs for c in r["completions"]]
-    col = lambda k: [c.get(k) for c in comps]
-    return dict(actor=a_model, critic=c_model, optimizer=[a_opt, c_opt], scheduler=[a_sched, c_sched], loss_scaler=[a_scal, c_scal],
-                rng=[tr["rng"], torch.load(ck / "rng.pt", weights_only=True)], loop=loop,
-                tokens=col("tokens"), logprobs=col("logprobs"), rewards=col("reward"), advantages=col("advantages"),
-                values=col("values"), latent_traces=col("trace"), publication_digests=[r["digest"] for r in recs] + col("publication_digest"))
+# %% ../nbs/12_compare.ipynb #3f9edc06
+def _row(field, status, first=None, max_abs=None, note=None) -> dict:
+    return dict(field=field, status=status, first_difference=first, max_abs_diff=max_abs, note=note)
 
-def compare_runs(run_a, run_b) -> list[dict]:
-    "One row per field: equal, max |Δ|."
-    a, b = run_fields(run_a), run_fields(run_b)
-    rows = []
-    for f in FIELDS:
-        eq, d = diff(a[f], b[f])
-        rows.append(dict(field=f, equal=bool(eq), max_abs_diff=d))
-    return rows
+def _lacking(mine: dict, theirs: dict) -> list[str]:
+    "'place: absent|null|empty' for each entry one side lacks: its own lacking values, and the values only the other side has."
+    return [f"{k}: {why}" for k, v in mine.items() if (why := lack(v))] + [f"{k}: absent" for k, v in theirs.items() if k not in mine and not lack(v)]
 
-def format_table(rows) -> str:
-    w = max(len(r["field"]) for r in rows)
-    lines = [f"{'field':<{w}}  equal  max |Δ|"]
-    lines += [f"{r['field']:<{w}}  {'yes' if r['equal'] else 'NO ':<5}  {r['max_abs_diff']:.3g}" for r in rows]
-    return "\n".join(lines)
+def _missing_message(la: list, lb: list) -> str:
+    more = lambda l: f" (and {len(l) - 1} more)" if len(l) > 1 else ""
+    if la and lb and la[0] == lb[0]: return f"missing in A and B: {la[0]}{more(la)}"
+    return "; ".join(f"missing in {side}: {l[0]}{more(l)}" for side, l in (("A", la), ("B", lb)) if l)
+
+# %% ../nbs/12_compare.ipynb #57650b71
+def compare_field(field: str, ra: dict, rb: dict) -> dict:
+    "The report's row for `field` of two runs loaded with `load_run`."
+    entries, rule = FIELD_SPECS[field]
+    ea, eb = entries(ra), entries(rb)
+    why_a, why_b = (rule(ra["contract"]), rule(rb["contract"])) if rule else (None, None)
+    if field in NA_WHEN_NEITHER_HAS and all(lack(v) for v in (*ea.values(), *eb.values())): why_a = why_b = NA_WHEN_NEITHER_HAS[field]
+    if why_a and why_b:
+        stray = [f"{side} has {k}" for side, e in (("A", ea), ("B", eb)) for k, v in e.items() if not lack(v)]
+        if stray: return _row(field, "different", f"n/a ({why_a}) but {stray[0]}")
+        return _row(field, "n/a", note=why_a if why_a == why_b else f"{why_a} / {why_b}")
+    if why_a or why_b:
+        na, other = ("A", "B") if why_a else ("B", "A")
+        return _row(field, "different", f"n/a in {na} ({why_a or why_b}), compared in {other}")
+    first, max_abs = None, None
+    for k, v in ea.items():
+        if k not in eb or lack(v) or lack(eb[k]): continue
+        for where, what, d in differences(v, eb[k], k):
+            first = first or f"{where}: {what}"
+            if d is not None: max_abs = d if max_abs is None else max(max_abs, d)
+    if missing := _missing_message(_lacking(ea, eb), _lacking(eb, ea)): return _row(field, "missing", missing, max_abs)
+    return _row(field, "different" if first else "equal", first, max_abs)
+
+# %% ../nbs/12_compare.ipynb #ef6f5dba
+def _setting(v) -> str: return v if isinstance(v, str) else "absent" if v is ABSENT else json.dumps(v)
+
+def setting_differences(a: dict, b: dict) -> list[str]:
+    "The run-contract fields in which two runs differ, as 'seed 42 vs 43' (dotted names, from `contract_differences`)."
+    names = [d.split(": run has ", 1)[0] for d in contract_differences(a, b)]
+    return [f"{n} {_setting(dig(a, *n.split('.')))} vs {_setting(dig(b, *n.split('.')))}" for n in names]
+
+# %% ../nbs/12_compare.ipynb #da2d5605
+def _verdict(report: dict, run_a, run_b) -> str:
+    rows = report["fields"]
+    count = lambda s: sum(r["status"] == s for r in rows)
+    if report["equal"]:
+        return f"EQUAL: {run_a} vs {run_b} ({count('equal')} fields equal, {count('n/a')} n/a" + (f", {count('ignored')} ignored)" if count("ignored") else ")")
+    parts = ["different runs"] * bool(report["different_settings"])
+    parts += [f"{s}: {', '.join(r['field'] for r in rows if r['status'] == s)}" for s in ("different", "missing") if count(s)]
+    return f"DIFFERENT: {run_a} vs {run_b} ({'; '.join(parts)})"
+
+def compare_runs(run_a, run_b, ignore=()) -> dict:
+    "The resume-equality report of two run directories: equal, different_settings, fields (one row per field) and a one-line verdict."
+    if unknown := [f for f in ignore if f not in FIELD_SPECS]: raise CompareError(f"--ignore: unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
+    ra, rb = load_run(run_a), load_run(run_b)
+    settings = setting_differences(ra["contract"], rb["contract"])
+    rows = [_row(f, "ignored", note="--ignore") if f in ignore else compare_field(f, ra, rb) for f in FIELDS]
+    equal = not settings and all(r["status"] in ("equal", "n/a", "ignored") for r in rows)
+    report = dict(equal=equal, different_settings=settings, fields=rows)
+    return {**report, "verdict": _verdict(report, run_a, run_b)}
+
+# %% ../nbs/12_compare.ipynb #4c6bf557
+def format_table(report: dict) -> str:
+    "The report as text: the settings that differ first, one line per field, then the verdict."
+    head = ["different runs: " + "; ".join(report["different_settings"]), ""] if report["different_settings"] else []
+    w = max(len(r["field"]) for r in report["fields"])
+    lines = [f"{'field':<{w}}  {'status':<9}  {'max |Δ|':>8}  first difference"]
+    for r in report["fields"]:
+        d = "" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.3g}"
+        lines.append(f"{r['field']:<{w}}  {r['status']:<9}  {d:>8}  {r['first_difference'] or r['note'] or ''}".rstrip())
+    return "\n".join(head + lines + ["", report["verdict"]])
 
 # %% ../nbs/12_compare.ipynb #934ee184
+def _fail(message: str):
+    print(f"looprl.compare: {message}", file=sys.stderr)
+    sys.exit(2)
+
 def main(argv=None):
-    "Compare two run directories field by field; exit 0 only if every field is equal."
-    import argparse
+    "Compare two run directories field by field; exit 0 only if they are equal, 1 if they differ, 2 if they cannot be compared."
     ap = argparse.ArgumentParser(prog="python -m looprl.compare", description=main.__doc__)
     ap.add_argument("run_a"); ap.add_argument("run_b")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    ap.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
+    ap.add_argument("--ignore", nargs="+", action="extend", default=[], metavar="FIELD", help=f"fields not to compare: {', '.join(FIELDS)}")
+    ap.error = _fail
     args = ap.parse_args(argv)
-    try: rows = compare_runs(args.run_a, args.run_b)
-    except (FileNotFoundError, KeyError, ValueError, OSError) as e:
-        print(f"looprl.compare: {e}", file=sys.stderr); sys.exit(2)
-    ok = all(r["equal"] for r in rows)
-    print(json.dumps(dict(equal=ok, fields=rows), indent=1) if args.json
-          else format_table(rows) + f"\n\n{'EQUAL' if ok else 'DIFFERENT'}: {args.run_a} vs {args.run_b}")
-    sys.exit(0 if ok else 1)
+    try: report = compare_runs(args.run_a, args.run_b, ignore=args.ignore)
+    except CompareError as e: _fail(str(e))
+    except Exception: traceback.print_exc(); sys.exit(2)       # a failure to compare, never a difference
+    print(json.dumps(report, indent=1) if args.json else format_table(report))
+    sys.exit(0 if report["equal"] else 1)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

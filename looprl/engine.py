@@ -20,6 +20,7 @@ from .models import build_model, init_weights, KVCache, LoopedLM
 from . import kernels as K
 from .hf import check_tensors, checkpoint_files, submit_blocks, gather_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
 from .latents import LATENT_PROFILE, latent_noise, sequence_latents, environment_fingerprint, LatentTrace
+from .objectives import selected_logprobs
 
 # %% auto #0
 __all__ = ['M32', 'Request', 'check_requests', 'hash_uniform', 'processed_logprobs', 'sample_tokens', 'Completion',
@@ -99,10 +100,10 @@ def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
 
 # %% ../nbs/04_engine.ipynb #aa44e267
 def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) -> torch.Tensor:
-    "log_softmax(logits / T) at `tokens`, in FP32. logits [..., V], tokens [...], T a number or a tensor broadcastable to tokens."
+    "log_softmax(logits / T) at `tokens`, in FP32: `objectives.selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
     T = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
     z = logits.float() / T[..., None] if T.dim() else logits.float() / T
-    return z.log_softmax(-1).gather(-1, tokens[..., None].to(torch.int64))[..., 0]
+    return selected_logprobs(z, tokens.to(torch.int64))
 
 def sample_tokens(logits, seeds, positions, temperatures):
     """Gumbel-max sample of one token per row from softmax(logits / T), or the argmax where T = 0 (greedy):

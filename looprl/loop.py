@@ -27,9 +27,9 @@ from .workers import Placement, PlacementError
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
-           'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout',
-           'RunFailed', 'score', 'count', 'publish', 'eval_due', 'heldout_line', 'one_update', 'export_policy',
-           'RunInterrupted', 'signals_as_exceptions', 'run', 'interrupted_message']
+           'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests',
+           'check_rollout', 'RunFailed', 'score', 'count', 'publish', 'eval_due', 'heldout_line', 'one_update',
+           'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'run', 'interrupted_message']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -40,22 +40,22 @@ class RunOptions:
     model: str | None = None
     data: str | None = None
     algorithm: str = "ppo"
-    updates: int = 3
-    precision: str | None = None                 # default: the family's (fp16 Huginn, fp32 others)
-    rollout_batch_size: int = 4
+    updates: int = 40
+    precision: str | None = None                 # default: the family's on a GPU (fp16 Huginn, fp32 others); fp32 on the CPU
+    rollout_batch_size: int | None = None        # prompts per update; default: 16 for GRPO (64 completions), else 32
     n_samples_per_prompt: int | None = None      # default: 4 for GRPO, else 1
     max_prompt_tokens: int = 128
     max_response_tokens: int = 48
     temperature: float = 0.8
     seed: int = 42
-    optimizer: str = "sgd"
-    lr: float = 1e-5
-    warmup_steps: int = 0
-    minibatches: int = 1
+    optimizer: str = "adamw"                     # the measured learning recipe; the anchor's is --optimizer sgd --lr 1e-5 --warmup-steps 0 --minibatches 1
+    lr: float = 5e-5
+    warmup_steps: int = 10
+    minibatches: int = 2                         # optimizer steps per rollout (Flow-DPPO: its two halves, always 2)
     entropy_coef: float = 0.0
     loss_scale: float = 128.0
     max_skipped_steps: int = 8
-    micro_batch_size: int = 4
+    micro_batch_size: int = 16
     recompute: bool = False
     reward: str = DEFAULT_REWARD
     eval_data: str | None = None                 # default: the embedded held-out split, when --data is the embedded prompts
@@ -89,6 +89,8 @@ class RunOptions:
     @property
     def group_size(self): return self.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
     @property
+    def prompts_per_update(self): return self.rollout_batch_size or (16 if self.algorithm == "grpo" else 32)
+    @property
     def placement(self): return "local" if self.ray_address == "local" or (self.workers or ("ray" if self.device == "cuda" or self.ray_address else "local")) == "local" else "ray"
 
 def _embedded_model():
@@ -120,18 +122,21 @@ def _count(name: str, v, lo: int = 1):
 def check_options(o: RunOptions):
     "Refuse impossible options, naming the flag; reads nothing from disk."
     _check(o.algorithm in ALGORITHMS, f"--algorithm: {o.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    for name in ("updates", "rollout_batch_size", "max_prompt_tokens", "max_response_tokens", "keep_checkpoints", "checkpoint_every", "eval_samples"):
+    if o.rollout_batch_size is not None: _count("rollout-batch-size", o.rollout_batch_size)
+    for name in ("updates", "max_prompt_tokens", "max_response_tokens", "keep_checkpoints", "checkpoint_every", "eval_samples"):
         _count(name.replace("_", "-"), getattr(o, name))
     for name in ("eval_every", "export_every"): _count(name.replace("_", "-"), getattr(o, name), 0)
     if o.eval_limit is not None: _count("eval-limit", o.eval_limit)
     if o.stop_after is not None:
         _check(not o.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
         _check(1 <= o.stop_after < o.updates, f"--stop-after: must be ≥ 1 and < --updates ({o.updates}), got {o.stop_after}")
-    G, steps = o.group_size, 2 if o.algorithm == "flow-dppo" else o.minibatches
+    G, steps = o.group_size, o.minibatches
+    _count("minibatches", steps)
+    _check(not (o.algorithm == "flow-dppo" and steps != 2), f"--minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {steps}")
     _check(G >= 1, f"--n-samples-per-prompt: must be ≥ 1, got {G}")
     _check(not (o.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
-    _check(not (isinstance(steps, int) and steps >= 1 and (o.rollout_batch_size * G) % steps),
-           f"--rollout-batch-size × --n-samples-per-prompt ({o.rollout_batch_size * G}) must divide into {steps} equal parts, one per optimizer step")
+    _check(not (isinstance(steps, int) and steps >= 1 and (o.prompts_per_update * G) % steps),
+           f"--rollout-batch-size × --n-samples-per-prompt ({o.prompts_per_update * G}) must divide into {steps} equal parts, one per optimizer step")
     _check(o.transport in ("memory", "disk", "nccl"), f"--transport: {o.transport!r} is not memory, disk or nccl")
     _check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
     _check(o.workers in (None, "local", "ray"), f"--workers: {o.workers!r} is not local or ray")
@@ -174,6 +179,10 @@ def _fit(rows, ids, limit: int, path, what: str, notes: list):
     _check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
     return [rows[i] for i in keep], [ids[i] for i in keep]
 
+def default_precision(cfg: LoopedConfig, device: str) -> str:
+    "The family's precision (FP16 for Huginn, FP32 for Ouro and Nanbeige) on a GPU; FP32 on the CPU, where FP16 arithmetic is emulated."
+    return cfg.default_precision if device == "cuda" else "fp32"
+
 def _load_model(o: RunOptions):
     try:
         cfg = load_config(o.model_dir); checkpoint_files(o.model_dir)
@@ -198,7 +207,7 @@ def prepare(o: RunOptions) -> Prepared:
         reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
     except ValueError as e: raise UsageError(f"--reward: {e}") from None
-    precision = o.precision or cfg.default_precision
+    precision = o.precision or default_precision(cfg, o.device)
     _check(precision in ("fp16", "fp32"), f"--precision: {precision!r} is not fp16 or fp32")
     settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr, warmup_steps=o.warmup_steps,
                              minibatches=o.minibatches, entropy_coef=o.entropy_coef, loss_scale=o.loss_scale,
@@ -211,7 +220,7 @@ def prepare(o: RunOptions) -> Prepared:
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
         engine_revision=o.engine_revision or ENGINE_REVISION, reward=reward_identity(o.reward),
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=o.max_prompt_tokens),
-        rollout=dict(batch_size=o.rollout_batch_size, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
+        rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
                      temperature=o.temperature),
         device=o.device, environment=environment_fingerprint(settings.dtype))
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
@@ -339,7 +348,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
-    prompt_rows = cursor.take(o.rollout_batch_size)
+    prompt_rows = cursor.take(o.prompts_per_update)
     reqs = generate_requests(p, seed_update, prompt_rows)
     comps = pl.call(pl.engine, "generate", reqs)
     check_rollout(p, reqs, comps, version, digest)
@@ -420,7 +429,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     trainer_kwargs = dict(model_dir=str(o.model_dir), settings=asdict(s), device="cuda" if use_gpus else "cpu", seed=o.seed)
     eval_rows = 64 if p.heldout else 0
     engine_kwargs = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device="cuda" if use_gpus else "cpu",
-                         max_batch=max(o.rollout_batch_size * o.group_size, eval_rows), max_len=o.max_prompt_tokens + o.max_response_tokens,
+                         max_batch=max(o.prompts_per_update * o.group_size, eval_rows), max_len=o.max_prompt_tokens + o.max_response_tokens,
                          cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"],
                          engine_revision=p.contract["engine_revision"], threads=o.threads)
     u, pl = None, None

@@ -15,9 +15,9 @@ from . import kernels as K
 
 # %% auto #0
 __all__ = ['PROVIDERS', 'RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
-           'Ctx', 'HuginnAttention', 'LlamaAttention', 'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock',
-           'LlamaBlock', 'LoopedLM', 'param_count', 'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights',
-           'decode_logits', 'recompute']
+           'accumulates_fp64', 'cpu_fp64', 'Linear', 'attention', 'Ctx', 'HuginnAttention', 'LlamaAttention',
+           'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock', 'LlamaBlock', 'LoopedLM', 'param_count',
+           'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights', 'decode_logits', 'recompute']
 
 # %% ../nbs/02_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -88,6 +88,38 @@ class KVCache:
         kp.scatter_(2, idx, k); vp.scatter_(2, idx, v)
         return kp, vp
 
+# %% ../nbs/02_models.ipynb #f940c891
+_CPU_FP64 = True
+
+def accumulates_fp64(*tensors) -> bool:
+    """Whether a product or attention over `tensors` accumulates in FP64: all FP32 on the CPU, outside autograd (the
+    engine's and the trainer's no-grad forwards must agree; a training forward need not), and `cpu_fp64` on."""
+    if not _CPU_FP64 or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)): return False
+    return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
+
+@contextmanager
+def cpu_fp64(on: bool = True):
+    "Temporarily switch FP64 accumulation of FP32 CPU products and attention (off: the FP32 kernels)."
+    global _CPU_FP64
+    old, _CPU_FP64 = _CPU_FP64, on
+    try: yield
+    finally: _CPU_FP64 = old
+
+# %% ../nbs/02_models.ipynb #19c3beef
+class Linear(nn.Linear):
+    "`nn.Linear` whose FP32 product on the CPU outside autograd accumulates in FP64 (`accumulates_fp64`): row results independent of the shape."
+    def forward(self, x):
+        w, b = self.weight, self.bias
+        if not accumulates_fp64(x, w): return F.linear(x, w, b)
+        return F.linear(x.double(), w.double(), None if b is None else b.double()).float()
+
+# %% ../nbs/02_models.ipynb #e89b5b33
+def attention(q, k, v, mask=None):
+    "SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under the boolean `mask`. FP32 CPU: in FP64."
+    kw = dict(attn_mask=mask, is_causal=mask is None, enable_gqa=q.shape[1] != k.shape[1])
+    if not accumulates_fp64(q, k, v): return F.scaled_dot_product_attention(q, k, v, **kw)
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw).float()
+
 # %% ../nbs/02_models.ipynb #ff93ebf5
 class Ctx:
     """What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None).
@@ -99,7 +131,9 @@ class Ctx:
             self.pos = positions[:, 0].contiguous()
             self.cos1, self.sin1 = cos.reshape(len(positions), -1).contiguous(), sin.reshape(len(positions), -1).contiguous()
         elif cache is not None:   # key j visible to a query at position t iff j <= t (same row)
-            keys = torch.arange(cache.max_len, device=positions.device)
+            # on the CPU the largest position costs no device read: attend over the keys written so far only
+            self.keys = int(positions.max()) + 1 if positions.device.type == "cpu" else cache.max_len
+            keys = torch.arange(self.keys, device=positions.device)
             self.mask = (keys[None, None, :] <= positions[:, :, None])[:, None]
 
 def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
@@ -111,12 +145,10 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     if q_bias is not None: q, k = q + q_bias, k + k_bias
     q, k = rope(q, ctx.cos, ctx.sin), rope(k, ctx.cos, ctx.sin)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    gqa = q.shape[1] != k.shape[1]
-    if ctx.cache is None:
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    if ctx.cache is None: o = attention(q, k, v)
     else:
         k, v = ctx.cache.write(plane, k, v, ctx.positions)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=ctx.mask, enable_gqa=gqa)
+        o = attention(q, k[:, :, :ctx.keys], v[:, :, :ctx.keys], ctx.mask)
     return o.transpose(1, 2).flatten(2)
 
 # %% ../nbs/02_models.ipynb #9864a2b4
@@ -125,9 +157,9 @@ class HuginnAttention(nn.Module):
         super().__init__()
         E, H, D = cfg.hidden_size, cfg.n_heads, cfg.head_dim
         self.H, self.D = H, D
-        self.Wqkv = nn.Linear(E, 3 * H * D, bias=False)
+        self.Wqkv = Linear(E, 3 * H * D, bias=False)
         if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
-        self.proj = nn.Linear(H * D, E, bias=False)
+        self.proj = Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
         q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
         bias = (self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ()
@@ -138,8 +170,8 @@ class LlamaAttention(nn.Module):
         super().__init__()
         E, H, Hkv, D = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.H, self.Hkv, self.D = H, Hkv, D
-        self.q_proj, self.k_proj = nn.Linear(E, H * D, bias=False), nn.Linear(E, Hkv * D, bias=False)
-        self.v_proj, self.o_proj = nn.Linear(E, Hkv * D, bias=False), nn.Linear(H * D, E, bias=False)
+        self.q_proj, self.k_proj = Linear(E, H * D, bias=False), Linear(E, Hkv * D, bias=False)
+        self.v_proj, self.o_proj = Linear(E, Hkv * D, bias=False), Linear(H * D, E, bias=False)
     def forward(self, x, ctx, plane):
         q = self.q_proj(x).unflatten(-1, (self.H, self.D))
         k = self.k_proj(x).unflatten(-1, (self.Hkv, self.D))
@@ -150,8 +182,8 @@ class FusedGatedMLP(nn.Module):
     "Huginn's MLP: `fc` rows are gate | up."
     def __init__(self, cfg):
         super().__init__()
-        self.fc = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+        self.fc = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
     def forward(self, x, fused: bool = False):
         a, b = self.fc(x).chunk(2, dim=-1)
         return self.proj(K.silu_mul(a, b) if fused else F.silu(a) * b)
@@ -160,8 +192,8 @@ class GatedMLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         E, I = cfg.hidden_size, cfg.intermediate_size
-        self.gate_proj, self.up_proj = nn.Linear(E, I, bias=False), nn.Linear(E, I, bias=False)
-        self.down_proj = nn.Linear(I, E, bias=False)
+        self.gate_proj, self.up_proj = Linear(E, I, bias=False), Linear(E, I, bias=False)
+        self.down_proj = Linear(I, E, bias=False)
     def forward(self, x, fused: bool = False):
         g, u = self.gate_proj(x), self.up_proj(x)
         return self.down_proj(K.silu_mul(g, u) if fused else F.silu(g) * u)
@@ -213,8 +245,8 @@ class LoopedLM(nn.Module):
 
     def _head_init(self):
         E, V = self.cfg.hidden_size, self.cfg.vocab_size
-        if self.role == "critic": self.value_head = nn.Linear(E, 1, bias=False)
-        else: self.lm_head = nn.Linear(E, V, bias=False)
+        if self.role == "critic": self.value_head = Linear(E, 1, bias=False)
+        else: self.lm_head = Linear(E, V, bias=False)
 
     def _run(self, block, x, ctx, plane):
         "Apply one physical block on `plane`, with activation checkpointing when recompute is on."
@@ -258,7 +290,7 @@ class HuginnLM(LoopedLM):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(cfg.vocab_size, E),
             prelude=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_prelude)),
-            adapter=nn.Linear(2 * E, E, bias=False),
+            adapter=Linear(2 * E, E, bias=False),
             core_block=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_core)),
             coda=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_coda)),
             ln_f=RMSNorm(E, cfg.norm_eps)))
@@ -340,7 +372,7 @@ class OuroLM(_LoopedDecoder):
     block_cls = OuroBlock
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
-        self.model.early_exit_gate = nn.Linear(cfg.hidden_size, 1, bias=True)
+        self.model.early_exit_gate = Linear(cfg.hidden_size, 1, bias=True)
         self.model.early_exit_gate.requires_grad_(False)
 
     def exit_probabilities(self, states):

@@ -149,10 +149,10 @@ def _spans(V: int, chunk_size: int | None):
 
 def _acc(dtype): return torch.float64 if dtype == torch.float64 else torch.float32
 
-def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
-    "log Σ_v exp(logits[..., v]) in FP32 (FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
+def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=None) -> torch.Tensor:
+    "log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
     with torch.no_grad():
-        dt = _acc(logits.dtype)
+        dt = acc or _acc(logits.dtype)
         spans = _spans(logits.shape[-1], chunk_size)
         mx = torch.full(logits.shape[:-1], -math.inf, dtype=dt, device=logits.device)
         for a, b in spans: mx = torch.maximum(mx, logits[..., a:b].amax(-1).to(dt))
@@ -165,9 +165,9 @@ def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192) -> to
 class _SelectedLogprob(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, actions, chunk_size):
-        lse = chunked_logsumexp(logits, chunk_size)
-        out = logits.gather(-1, actions[..., None]).squeeze(-1).to(lse.dtype) - lse
-        ctx.save_for_backward(logits, actions, lse)
+        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)          # FP64 sums: the same bits for any chunking
+        out = (logits.gather(-1, actions[..., None]).squeeze(-1).double() - lse).to(_acc(logits.dtype))
+        ctx.save_for_backward(logits, actions, lse.to(_acc(logits.dtype)))
         ctx.chunk_size = chunk_size
         return out
 
@@ -182,7 +182,7 @@ class _SelectedLogprob(torch.autograd.Function):
         return grad, None, None
 
 def selected_logprobs(logits: torch.Tensor, actions: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
-    "log softmax(logits)[..., actions] in FP32, differentiable w.r.t. logits, with chunk-sized temporaries."
+    "log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized temporaries."
     if logits.shape[:-1] != actions.shape: raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
     return _SelectedLogprob.apply(logits, actions.long(), chunk_size)
 

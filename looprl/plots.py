@@ -11,36 +11,37 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 from .compare import compare_runs, FIELDS
+from .state import read_metrics
 
 # %% auto #0
-__all__ = ['read_metrics', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing']
+__all__ = ['FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing', 'reward_figure',
+           'heldout_figure', 'parity_figure', 'timing_figure', 'run_figures', 'main']
 
 # %% ../nbs/13_plots.ipynb #738f99fb
-def read_metrics(run) -> list[dict]:
-    "The metrics lines of a run directory."
-    f = Path(run) / "metrics.jsonl"
-    return [json.loads(l) for l in f.read_text().splitlines() if l.strip()] if f.exists() else []
-
 def resume_matrix(pairs: dict, ax=None):
-    "Plot algorithm × field equality for {label: (run_a, run_b)}; returns the rows per label."
-    rows = {k: compare_runs(a, b) for k, (a, b) in pairs.items()}
-    ax = ax or plt.subplots(figsize=(1 + 0.55 * len(FIELDS), 0.6 + 0.45 * len(rows)))[1]
-    labels = list(rows)
-    grid = [[1.0 if r["equal"] else 0.0 for r in rows[k]] for k in labels]
-    ax.imshow(grid, cmap=matplotlib.colors.ListedColormap(["#d9534f", "#5cb85c"]), vmin=0, vmax=1, aspect="auto")
+    """Plot label × field of `compare_runs` for {label: (run_a, run_b)}: green `=` where equal, grey where n/a or
+    ignored, red where different (with max |Δ| when there is one, else ≠) or missing; returns the report per label."""
+    reports = {k: compare_runs(a, b) for k, (a, b) in pairs.items()}
+    ax = ax or plt.subplots(figsize=(1 + 0.4 * len(FIELDS), 0.8 + 0.45 * len(reports)))[1]
+    labels = list(reports)
+    shade = {"different": 0, "missing": 0, "n/a": 1, "ignored": 1, "equal": 2}
+    text = lambda r: {"equal": "=", "n/a": "n/a", "ignored": "–", "missing": "miss"}.get(r["status"]) or (
+        "≠" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1g}")
+    grid = [[shade[r["status"]] for r in reports[k]["fields"]] for k in labels]
+    ax.imshow(grid, cmap=matplotlib.colors.ListedColormap(["#d9534f", "#aaaaaa", "#5cb85c"]), vmin=0, vmax=2, aspect="auto")
     for i, k in enumerate(labels):
-        for j, r in enumerate(rows[k]):
-            ax.text(j, i, "=" if r["equal"] else f"{r['max_abs_diff']:.1g}", ha="center", va="center", fontsize=8, color="white")
+        for j, r in enumerate(reports[k]["fields"]):
+            ax.text(j, i, text(r), ha="center", va="center", fontsize=7, color="white")
     ax.set_xticks(range(len(FIELDS)), FIELDS, rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_yticks(range(len(labels)), [k + (" (different runs)" if reports[k]["different_settings"] else "") for k in labels], fontsize=8)
     ax.set_title("resume equality: stopped + resumed vs uninterrupted")
-    return rows
+    return reports
 
 def reward_and_parity(runs: dict, axes=None):
     "Mean reward and log-prob parity (max and mean |Δ|) per update for {label: run}."
     axes = axes if axes is not None else plt.subplots(1, 2, figsize=(10, 3.2))[1]
     for k, run in runs.items():
-        m = read_metrics(run)
+        m = [x for x in read_metrics(run) if x["kind"] == "update"]
         u = [x["update"] for x in m]
         axes[0].plot(u, [x["reward_mean"] for x in m], marker="o", label=k)
         axes[1].semilogy(u, [max(x["parity_max"], 1e-12) for x in m], marker="o", label=f"{k} max")
@@ -52,8 +53,7 @@ def reward_and_parity(runs: dict, axes=None):
 
 def reward_curve(run, window: int = 5, ax=None):
     "A run's mean reward per update and its moving average."
-    m = read_metrics(run)
-    r = [x["reward_mean"] for x in m]
+    r = [x["reward_mean"] for x in read_metrics(run) if x["kind"] == "update"]
     ax = ax or plt.subplots(figsize=(6, 3.2))[1]
     ax.plot(range(len(r)), r, alpha=0.4, label="per update")
     sm = [sum(r[max(0, i - window + 1):i + 1]) / len(r[max(0, i - window + 1):i + 1]) for i in range(len(r))]
@@ -85,3 +85,88 @@ def phase_timing(result: dict, ax=None):
             ax.plot(i + (-0.2 if r["mode"] == "eager" else 0.2), r[run_key[k]], "k.", ms=4)
     ax.set_xticks(list(x), keys); ax.set(ylabel="seconds", title="complete phase, eager vs graph"); ax.legend(fontsize=8)
     return ax
+
+# %% ../nbs/13_plots.ipynb #f99f0b73
+def _label(run) -> str: return Path(run).name
+
+def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
+
+def reward_figure(runs, window: int = 10):
+    "Mean reward per update (faint) and its moving mean, per run."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for run in runs:
+        u = _updates(run)
+        x, r = [l["update"] for l in u], [l["reward_mean"] for l in u]
+        line, = ax.plot(x, r, alpha=0.25)
+        sm = [sum(r[max(0, i - window + 1):i + 1]) / len(r[max(0, i - window + 1):i + 1]) for i in range(len(r))]
+        ax.plot(x, sm, color=line.get_color(), label=_label(run))
+    ax.set(xlabel="update", ylabel="mean reward", title=f"training reward (moving mean of {window})"); ax.legend(fontsize=7)
+    return fig
+
+def heldout_figure(runs):
+    "Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for run in runs:
+        ev = [l for l in read_metrics(run) if l.get("kind") == "heldout"]
+        if not ev: continue
+        x = [e["update"] for e in ev]
+        line = ax.errorbar(x, [e["sampled_accuracy"] for e in ev], yerr=[e["sampled_ci"] for e in ev], marker="o", capsize=2,
+                           label=f"{_label(run)} sampled T={ev[0]['temperature']:g}")[0]
+        ax.errorbar(x, [e["greedy_accuracy"] for e in ev], yerr=[e["greedy_ci"] for e in ev], marker="s", ls="--", capsize=2,
+                    color=line.get_color(), label=f"{_label(run)} greedy")
+    ax.set(xlabel="update", ylabel="held-out accuracy", title="held-out questions (never trained on)"); ax.legend(fontsize=7)
+    return fig
+
+def parity_figure(runs):
+    "Max and mean |Δ log-prob| between the engine and the trainer's replay, per update (0 drawn at 1e-12)."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for run in runs:
+        u = _updates(run)
+        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], 1e-12) for l in u], label=f"{_label(run)} max")
+        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], 1e-12) for l in u], ls="--", color=line.get_color(), label=f"{_label(run)} mean")
+    ax.set(xlabel="update", ylabel="|Δ log-prob|", title="engine vs trainer log-prob parity"); ax.legend(fontsize=7)
+    return fig
+
+def timing_figure(runs):
+    "Seconds per update in each phase, stacked, for the first run; the total per update for the others."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for i, run in enumerate(runs):
+        u = _updates(run)
+        x = [l["update"] for l in u]
+        if i == 0:
+            phases = [k for k in u[0]["time"]] if u else []
+            ax.stackplot(x, *[[l["time"].get(k, 0) for l in u] for k in phases], labels=[f"{_label(run)} {k.removesuffix('_s')}" for k in phases], alpha=0.7)
+        else: ax.plot(x, [sum(l["time"].values()) for l in u], label=f"{_label(run)} total")
+    ax.set(xlabel="update", ylabel="seconds", title="time per update"); ax.legend(fontsize=6, ncol=2)
+    return fig
+
+FIGURES = {"reward": reward_figure, "heldout": heldout_figure, "parity": parity_figure, "timing": timing_figure}
+
+def run_figures(runs, out) -> list[Path]:
+    "Write one PNG per figure of FIGURES for `runs` into `out`; returns the paths."
+    runs = [Path(r) for r in runs]
+    for r in runs:
+        if not (r / "run.json").is_file(): raise ValueError(f"{r}: not a looprl run directory (no run.json)")
+        if not _updates(r): raise ValueError(f"{r}: the run has no completed update yet")
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fn in FIGURES.items():
+        fig = fn(runs); fig.tight_layout()
+        paths.append(out / f"{name}.png"); fig.savefig(paths[-1], dpi=110); plt.close(fig)
+    return paths
+
+# %% ../nbs/13_plots.ipynb #ace35c45
+def main(argv=None):
+    "Entry point of `python -m looprl.plots RUN [RUN …] --out DIR`: a run's figures as PNG files."
+    import argparse, sys
+    ap = argparse.ArgumentParser(prog="python -m looprl.plots", description=main.__doc__)
+    ap.error = lambda m: (print(f"looprl.plots: {m}", file=sys.stderr), sys.exit(2))
+    ap.add_argument("runs", nargs="+", help="run directories (several are overlaid)")
+    ap.add_argument("--out", required=True, help="directory for the PNG files")
+    a = ap.parse_args(argv)
+    matplotlib.use("Agg")
+    try: paths = run_figures(a.runs, a.out)
+    except (ValueError, OSError) as e: print(f"looprl.plots: {e}", file=sys.stderr); sys.exit(2)
+    for p in paths: print(p)
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

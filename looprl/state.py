@@ -78,15 +78,18 @@ def restore_rng(d: dict):
 _FAULT_COUNTS: dict = {}
 
 def fault_point(name: str):
-    """Crash-test hook: with `LOOPRL_FAULT="name@k"` in the environment, the k-th time this process
-    reaches `fault_point(name)` it kills itself with SIGKILL (no cleanup, like a power cut). Unset, it
-    does nothing. The crash tests use it to stop a run in the middle of a checkpoint or a publication."""
+    """Crash-test hook: with `LOOPRL_FAULT="name@k"` in the environment, the k-th time this process reaches
+    `fault_point(name)` it kills itself with SIGKILL (no cleanup, like a power cut); with `"name@k:SIGINT"` (or
+    `SIGTERM`) it sends that signal to its whole process group instead, as a terminal's Ctrl-C does. Unset, it does
+    nothing. The crash and interrupt tests use it to stop a run at a chosen point of a checkpoint or a publication."""
     spec = os.environ.get("LOOPRL_FAULT")
     if not spec or not spec.startswith(name + "@"): return
+    count, _, sig = spec.split("@")[1].partition(":")
     _FAULT_COUNTS[name] = _FAULT_COUNTS.get(name, 0) + 1
-    if _FAULT_COUNTS[name] == int(spec.split("@")[1]):
+    if _FAULT_COUNTS[name] == int(count):
         import signal
-        os.kill(os.getpid(), signal.SIGKILL)
+        if not sig: os.kill(os.getpid(), signal.SIGKILL)
+        else: os.killpg(os.getpgrp(), getattr(signal, sig))
 
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 

@@ -50,7 +50,7 @@ class TrainSettings:
     loss_agg: str = "seq-mean-token-mean"
     normalize_advantages: bool = True
     warmup_steps: int = 0              # linear LR warm-up over this many optimizer steps, then constant
-    minibatches: int = 1               # optimizer steps per rollout over disjoint parts (Flow-DPPO: always 2)
+    minibatches: int | None = None     # optimizer steps per rollout over disjoint parts; None: 1 (Flow-DPPO: its 2 halves)
     entropy_coef: float = 0.0
     max_skipped_steps: int = 8         # consecutive skipped (overflowing) steps of one learner before the run stops
     threads: int = 1
@@ -58,7 +58,7 @@ class TrainSettings:
     @property
     def use_critic(self): return self.algorithm != "grpo"
     @property
-    def steps_per_rollout(self): return 2 if self.algorithm == "flow-dppo" else self.minibatches
+    def steps_per_rollout(self): return self.minibatches or (2 if self.algorithm == "flow-dppo" else 1)
     @property
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
@@ -66,7 +66,7 @@ class TrainSettings:
 _CHOICES = dict(algorithm=ALGORITHMS, precision=("fp16", "fp32"), optimizer=("sgd", "adamw"), loss_agg=("seq-mean-token-mean", "token-mean"))
 _POSITIVE = ("lr", "temperature", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
-_COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, minibatches=1, max_skipped_steps=1, warmup_steps=0, threads=0)
+_COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -90,7 +90,9 @@ def validate(self: TrainSettings) -> TrainSettings:
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
     for k in ("recompute", "normalize_advantages"):
         if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
-    if self.algorithm == "flow-dppo" and self.minibatches != 1: raise ValueError(f"minibatches: Flow-DPPO always takes its two halves; leave it at 1, got {self.minibatches}")
+    m = self.minibatches
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1): raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
+    if self.algorithm == "flow-dppo" and m not in (None, 2): raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
     return self
 
 # %% ../nbs/08_trainer.ipynb #daf43ad0
@@ -371,10 +373,8 @@ def train(self: Trainer, rollout: dict, group_size: int) -> dict:
     prox = frozen = None
     if s.algorithm == "flow-dppo":
         frozen = [f[j:j + 1] for f in self._full_logprobs(b) for j in range(f.shape[0])]
-        replay = torch.stack([f[0].gather(-1, b.actions[i, :, None].cpu())[:, 0] for i, f in enumerate(frozen)]).to(b.mask.device)
-    else:
-        replay = self._selected_logprobs(b)
-        if s.algorithm == "dppo": prox = replay
+    replay = self._selected_logprobs(b)            # the engine's own function: parity compares like with like
+    if s.algorithm == "dppo": prox = replay
     diff = (replay - behaviour).abs() * b.mask
     out = dict(parity_max=float(diff.max()), parity_mean=float(diff.sum() / b.mask.sum().clamp_min(1)))
     # 3. actor step(s), 4. critic step(s), one per part of the rollout

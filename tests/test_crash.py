@@ -1,18 +1,59 @@
-"""A process killed with SIGKILL during a checkpoint save, or during a publication, then resumed,
-ends equal to the uninterrupted run."""
+"""A process killed with SIGKILL during a checkpoint save, or during a publication, then resumed, ends equal to the
+uninterrupted run; Ctrl-C and SIGTERM end a run with one line and a resume hint, and resuming it is exact too."""
+import json, os, signal, subprocess, sys, time
 import pytest
-from conftest import run_cli
+from conftest import run_cli, assert_changing, updates, ROOT
 
-ARGS = ["--algorithm", "ppo", "--precision", "fp32", "--updates", "3", "--max-response-tokens", "12", "--ray-address", "local", "--no-progress"]
+ARGS = ["--algorithm", "ppo", "--precision", "fp32", "--optimizer", "adamw", "--lr", "1e-4", "--rollout-batch-size", "8",
+        "--max-response-tokens", "6", "--no-eval", "--no-progress"]
+
+@pytest.fixture(scope="module")
+def straight(shipped, arithmetic, tmp_path_factory):
+    a = tmp_path_factory.mktemp("straight") / "a"
+    r = run_cli("looprl.train", "--model", shipped["huginn_raven"], "--data", arithmetic, "--output", a, *ARGS, "--updates", "3")
+    assert r.returncode == 0, r.stderr
+    assert_changing(a)
+    return a
 
 @pytest.mark.parametrize("fault", ["checkpoint@2", "publication@2"])
-def test_sigkill_then_resume_equals_uninterrupted(tiny_models, arithmetic, tmp_path, fault):
-    m = tiny_models["huginn_raven"]
-    a, b = tmp_path / "a", tmp_path / "b"
-    assert run_cli("looprl.train", "--model", m, "--data", arithmetic, "--output", a, *ARGS).returncode == 0
-    r = run_cli("looprl.train", "--model", m, "--data", arithmetic, "--output", b, *ARGS, env={"LOOPRL_FAULT": fault})
+def test_sigkill_then_resume_equals_uninterrupted(shipped, arithmetic, straight, tmp_path, fault):
+    b = tmp_path / "b"
+    r = run_cli("looprl.train", "--model", shipped["huginn_raven"], "--data", arithmetic, "--output", b, *ARGS, "--updates", "3",
+                env={"LOOPRL_FAULT": fault})
     assert r.returncode == -9, (r.returncode, r.stderr[-2000:])
     assert (b / "checkpoints" / "latest").read_text().strip() == "update-000001"   # the interrupted save/update left no trace
-    r = run_cli("looprl.train", "--output", b, "--resume", "--ray-address", "local", "--no-progress")
-    assert r.returncode == 0, r.stderr
-    c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    c = run_cli("looprl.compare", straight, b); assert c.returncode == 0, c.stdout + c.stderr
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_is_one_line_and_resumes_exactly(shipped, arithmetic, straight, tmp_path, sig, code):
+    "The signal reaches the whole process group at the second publication, as a terminal's Ctrl-C reaches every process of a job."
+    b = tmp_path / "b"
+    cmd = [sys.executable, "-m", "looprl.train", "--model", str(shipped["huginn_raven"]), "--data", str(arithmetic), "--output", str(b),
+           *ARGS, "--updates", "3"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True,
+                       env={**os.environ, "LOOPRL_FAULT": f"publication@2:{sig.name}"})
+    assert p.returncode == code, (p.returncode, p.stderr)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith(f"looprl.train: interrupted by {sig.name} during update 1") and f"--output {b} --resume" in lines[0]
+    assert (b / "checkpoints" / "latest").read_text().strip() == "update-000001"
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    c = run_cli("looprl.compare", straight, b); assert c.returncode == 0, c.stdout + c.stderr
+
+def test_ctrl_c_under_ray_is_one_line(shipped, arithmetic, tmp_path):
+    "Ctrl-C while Ray workers train: the terminal's SIGINT reaches the driver's process group; one line, exit 130, resumable."
+    b = tmp_path / "b"
+    cmd = [sys.executable, "-m", "looprl.train", "--model", str(shipped["huginn_raven"]), "--data", str(arithmetic), "--output", str(b),
+           *ARGS, "--updates", "6", "--workers", "ray"]
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 400
+    while time.time() < deadline and not (b / "metrics.jsonl").exists() and p.poll() is None: time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, (p.returncode, err)
+    lines = [l for l in err.splitlines() if l.strip() and not l.startswith("Token authentication is enabled")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("looprl.train: interrupted by SIGINT") and f"--output {b} --resume" in lines[0]
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress", "--workers", "local"); assert r.returncode == 0, r.stderr
+    assert len(updates(b)) == 6

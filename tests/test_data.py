@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from looprl.data import (ARITHMETIC_ROWS, BOS_ID, EMBEDDED_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, TINY_VOCAB, DataError,
-                         PromptCursor, arithmetic_jsonl, build_char_tokenizer, decode_response, encode_prompt, file_sha256,
-                         load_prompts, make_arithmetic, write_arithmetic)
+from looprl.data import (BOS_ID, EMBEDDED_DATA, HELDOUT_DATA, WARMSTART_DATA, SPLITS, SPLIT_FILES, EOS_ID, PAD_ID, TINY_ALPHABET,
+                         TINY_VOCAB, DataError, PromptCursor, all_arithmetic, arithmetic_splits, write_splits, build_char_tokenizer,
+                         decode_response, encode_prompt, file_sha256, load_prompts)
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = '{"prompt": "What is 1 + 1?", "label": "2"}\n'
@@ -159,32 +159,28 @@ def test_cursor_refuses_missing_field_and_bad_args():
 
 # ---- embedded data ---------------------------------------------------------------------------------
 
-def test_shipped_data_equals_regeneration(tmp_path):
-    assert EMBEDDED_DATA.is_file()
-    assert EMBEDDED_DATA.read_text() == arithmetic_jsonl()
-    regen = write_arithmetic(tmp_path / "a.jsonl")
-    assert regen.read_bytes() == EMBEDDED_DATA.read_bytes()
-    assert load_prompts(EMBEDDED_DATA) == make_arithmetic(ARITHMETIC_ROWS)
+def test_shipped_splits_equal_regeneration(tmp_path):
+    out = write_splits(tmp_path)
+    for s in SPLITS:
+        assert SPLIT_FILES[s].is_file() and out[s].read_bytes() == SPLIT_FILES[s].read_bytes()
+        assert load_prompts(SPLIT_FILES[s]) == arithmetic_splits()[s]
 
+def test_splits_are_disjoint_complete_and_right():
+    sp = arithmetic_splits()
+    seen = [r["prompt"] for s in SPLITS for r in sp[s]]
+    assert len(seen) == len(set(seen)) == len(all_arithmetic()) == 10000 + 5050
+    assert len(sp["heldout"]) >= 256 and len(sp["prompts"]) == 2048
+    for r in all_arithmetic():
+        a, op, b = int(r["prompt"][:2]), r["prompt"][2], int(r["prompt"][3:5])
+        assert r["prompt"] == f"{a:02d}{op}{b:02d}=" and r["label"] == str(a + b if op == "+" else a - b) and int(r["label"]) >= 0
+    assert {r["prompt"][2] for r in sp["heldout"]} == {"+", "-"}
+    assert arithmetic_splits(1)["heldout"] != sp["heldout"]
+    assert EMBEDDED_DATA == SPLIT_FILES["prompts"] and HELDOUT_DATA == SPLIT_FILES["heldout"] and WARMSTART_DATA == SPLIT_FILES["warmstart"]
 
-def test_arithmetic_rows_are_small_distinct_and_right():
-    rows = make_arithmetic(2000, seed=7)
-    assert len({r["prompt"] for r in rows}) == 2000
-    ops = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-    for r in rows:
-        assert len(r["prompt"]) < 24 and set(r) == {"prompt", "label"}
-        a, op, b = r["prompt"].removeprefix("What is ").removesuffix("?").split()
-        assert r["label"] == str(ops[op](int(a), int(b))) and int(r["label"]) >= 0
-        assert int(a) < 100 and int(b) < 100
-    assert {r["prompt"].split()[3] for r in rows} == set("+-*")
-    assert make_arithmetic(10, 0) == make_arithmetic(10, 0) != make_arithmetic(10, 1)
-    assert make_arithmetic(10, 0) == make_arithmetic(20, 0)[:10]
-
-
-def test_arithmetic_is_deterministic_in_fresh_process():
-    code = "import hashlib; from looprl.data import arithmetic_jsonl; print(hashlib.sha256(arithmetic_jsonl(300, 5).encode()).hexdigest())"
+def test_splits_are_deterministic_in_fresh_process():
+    code = "import hashlib, json; from looprl.data import arithmetic_splits; print(hashlib.sha256(json.dumps(arithmetic_splits(5)).encode()).hexdigest())"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    assert out == hashlib.sha256(arithmetic_jsonl(300, 5).encode()).hexdigest()
+    assert out == hashlib.sha256(json.dumps(arithmetic_splits(5)).encode()).hexdigest()
 
 
 # ---- tokenizer -------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ def tree(p):
 
 def bad(out, *args):
     before = tree(out)
-    r = run_cli("looprl.train", "--output", out, "--ray-address", "local", "--no-progress", *args)
+    r = run_cli("looprl.train", "--output", out, "--no-progress", *args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1, r.stderr
@@ -65,15 +65,46 @@ def test_resume_with_a_different_contract_and_finished_run(tmp_path, tiny_models
     other = tmp_path / "other.jsonl"; other.write_text(arithmetic.read_text() + '{"prompt": "9+9=", "label": "18"}\n')
     assert "data.sha256: run has" in bad(out, "--resume", "--data", other)
     r = run_cli("looprl.train", "--output", out, "--resume", "--ray-address", "local", "--no-progress"); assert r.returncode == 0, r.stderr
-    assert "already finished" in bad(out, "--resume")
+    assert "already finished all 2 updates (resume with a larger --updates to extend it)" in bad(out, "--resume")
 
 def test_new_run_into_non_empty_directory(tmp_path):
     d = tmp_path / "busy"; d.mkdir(); (d / "x").write_text("keep")
     assert "not empty" in bad(d)
 
 def test_nccl_transport_needs_two_gpu_workers(tmp_path):
-    # bad() runs with --ray-address local (in-process workers), which cannot hold a two-rank NCCL link
+    # on the CPU the workers run in this process, which cannot hold a two-rank NCCL link
     assert "--transport nccl" in bad(tmp_path / "new", "--transport", "nccl")
 
 def test_checkpoint_every_must_be_positive(tmp_path):
     assert "--checkpoint-every" in bad(tmp_path / "new", "--checkpoint-every", "0")
+
+@pytest.mark.parametrize("args,needle", [
+    (["--device", "cuda", "--workers", "ray"], "--device cuda: this host has"),
+    (["--lr", "0"], "--lr: must be a finite number > 0"),
+    (["--minibatches", "3"], "must divide into 3 equal parts"),
+    (["--eval-every", "-2"], "--eval-every: must be an int ≥ 0"),
+    (["--reward", "looprl.rewards:no_such_reward"], "--reward:"),
+    (["--reward", "tests/plugins/nowhere.py:f"], "--reward:"),
+])
+def test_bad_settings(tmp_path, args, needle):
+    assert needle in bad(tmp_path / "new", *args)
+
+def test_cuda_without_gpus_fails_at_once(tmp_path):
+    "Ray with --device cuda on a host with fewer GPUs than workers is refused before Ray starts (it never waits for GPUs)."
+    import time, torch
+    if torch.cuda.device_count() >= 2: pytest.skip("this host has two GPUs")
+    t0 = time.perf_counter()
+    assert "--device cuda: this host has" in bad(tmp_path / "new", "--device", "cuda")
+    assert time.perf_counter() - t0 < 60
+
+def test_overlong_prompts_are_dropped_and_counted(tmp_path, shipped):
+    data = tmp_path / "mixed.jsonl"
+    data.write_text('{"prompt": "01+02=", "label": "3"}\n{"prompt": "' + "9" * 40 + '+1=", "label": "1"}\n{"prompt": "03+04=", "label": "7"}\n')
+    out = tmp_path / "run"
+    r = run_cli("looprl.train", "--model", shipped["huginn_raven"], "--data", data, "--output", out, "--max-prompt-tokens", "16",
+                "--updates", "1", "--rollout-batch-size", "2", "--max-response-tokens", "4", "--no-eval", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert f"looprl.train: note: dropped 1 of 3 prompts in {data} longer than --max-prompt-tokens 16" in r.stderr
+    assert json.loads((out / "run.json").read_text())["contract"]["data"]["rows"] == 2
+    rec = json.loads((out / "rollouts" / "update-000000.json").read_text())
+    assert {c["prompt_text"] for c in rec["completions"]} == {"01+02=", "03+04="}
