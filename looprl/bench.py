@@ -284,7 +284,7 @@ def main(argv=None):
     ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
     ln.add_argument("--workdir", default="/tmp/looprl-learning"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
     k = sub.add_parser("flow-kl")
-    for s in (r, d, mm, t, p, dg, ph, l, k): s.add_argument("--out", help="JSON output file")
+    for s in (r, d, mm, t, p, dg, ph, l, k, ln): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
     def dispatch():
         if a.cmd == "rollout":
