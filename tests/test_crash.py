@@ -57,3 +57,13 @@ def test_ctrl_c_under_ray_is_one_line(shipped, arithmetic, tmp_path):
     assert lines[0].startswith("looprl.train: interrupted by SIGINT") and f"--output {b} --resume" in lines[0]
     r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress", "--workers", "local"); assert r.returncode == 0, r.stderr
     assert len(updates(b)) == 6
+
+def test_torn_metrics_line_is_dropped_on_resume(shipped, arithmetic, straight, tmp_path):
+    "A crash in the middle of writing a metrics line leaves a line without its newline; the resume drops it and is exact."
+    b = tmp_path / "b"
+    r = run_cli("looprl.train", "--model", shipped["huginn_raven"], "--data", arithmetic, "--output", b, *ARGS, "--updates", "3", "--stop-after", "2")
+    assert r.returncode == 0, r.stderr
+    with open(b / "metrics.jsonl", "a") as f: f.write('{"kind": "update", "update": 2, "rew')
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    assert [u["update"] for u in updates(b)] == [0, 1, 2]
+    c = run_cli("looprl.compare", straight, b); assert c.returncode == 0, c.stdout + c.stderr
