@@ -29,7 +29,7 @@ from .workers import Placement, PlacementError
 __all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
            'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests',
            'check_rollout', 'RunFailed', 'score', 'count', 'publish', 'eval_due', 'heldout_line', 'one_update',
-           'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'run', 'interrupted_message']
+           'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -419,60 +419,59 @@ def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, lo
     return loop["next_update"], 1 if skip_restore("version") else loop["next_version"]
 
 # %% ../nbs/11_loop.ipynb #1f2d2c89
+def start_workers(p: Prepared, run_dir: Path) -> Placement:
+    "The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory behind)."
+    o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
+    trainer = dict(model_dir=str(o.model_dir), settings=asdict(s), device=dev, seed=o.seed)
+    engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
+                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.max_prompt_tokens + o.max_response_tokens,
+                  cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
+                  threads=o.threads)
+    try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
+                          ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars)
+    except PlacementError as e:
+        if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)
+        raise UsageError(str(e)) from None
+
+def interrupted_message(signum: int, run_dir: Path, where: str) -> str:
+    ck = latest_checkpoint(run_dir)
+    kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
+    return f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
+
+# %% ../nbs/11_loop.ipynb #84e61284
 def run(o: RunOptions, progress: bool = True) -> dict:
     "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
     p = prepare(o)
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
-    t0, s = time.perf_counter(), p.settings
-    use_gpus = o.device == "cuda"
-    trainer_kwargs = dict(model_dir=str(o.model_dir), settings=asdict(s), device="cuda" if use_gpus else "cpu", seed=o.seed)
-    eval_rows = 64 if p.heldout else 0
-    engine_kwargs = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device="cuda" if use_gpus else "cpu",
-                         max_batch=max(o.prompts_per_update * o.group_size, eval_rows), max_len=o.max_prompt_tokens + o.max_response_tokens,
-                         cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"],
-                         engine_revision=p.contract["engine_revision"], threads=o.threads)
-    u, pl = None, None
+    t0, where, pl = time.perf_counter(), "before the first update", None
     try:
         with signals_as_exceptions():
-            try: pl = Placement(o.placement, trainer_kwargs, engine_kwargs, use_gpus=use_gpus, transport=o.transport,
-                                ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars)
-            except PlacementError as e:
-                if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)      # a new run leaves nothing behind
-                raise UsageError(str(e)) from None
+            pl = start_workers(p, run_dir)
             seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
             cursor = PromptCursor(len(p.rows), o.seed)
             start, version = _restore(p, pl, run_dir, cursor, loop) if loop is not None else (0, 1)
             truncate_records(run_dir, start)
             end = o.stop_after if o.stop_after is not None else o.updates
-            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=s.precision, start=start, updates=[],
-                           engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
+            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
+                           updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
             state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
-                seed_update = u - start if skip_restore("sampler") else u
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, seed_update, state, bar))
+                where = f"during update {u}"
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - start if skip_restore("sampler") else u, state, bar))
                 summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
                 version += 1
-            u = None
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
+                where = "during the final evaluation"
                 publish(p, pl, run_dir, version); append_metrics(run_dir, heldout_line(p, pl, end, version))
-    except _Signal as e:
-        raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, u)) from None
+    except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     finally:
         if pl is not None: pl.shutdown()
-    summary["stopped_after"] = end if end < o.updates else None
-    summary["engine_stats"] = (summary["engine_stats_by_update"] or [{}])[-1]
-    summary["heldout"] = [l for l in read_metrics(run_dir) if l["kind"] == "heldout"]
-    summary["total_s"] = time.perf_counter() - t0
+    summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
+                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0)
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
-
-def interrupted_message(signum: int, run_dir: Path, update) -> str:
-    ck = latest_checkpoint(run_dir)
-    where = f"during update {update}" if update is not None else "before the first update"
-    kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
-    return f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
 
 def _progress(it, on, desc):
     if not on: return it
