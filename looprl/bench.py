@@ -191,13 +191,13 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
     if not Path(model).is_dir(): raise BenchInputError(f"--model {model}: no such checkpoint directory")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "looprl.train", "--model", str(model), "--algorithm", algorithm, "--device", device,
-           "--updates", str(updates), "--output", str(out), "--no-progress", *PHASE_MODES[mode], *extra]
+           "--updates", str(updates), "--output", str(out), "--no-progress", "--no-eval", *PHASE_MODES[mode], *extra]
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
     if r.returncode: raise RuntimeError(f"{mode} run failed with exit {r.returncode}: {r.stderr[-2000:]}")
     summ = json.loads((out / "summary.json").read_text())
-    lines = read_metrics(out)
+    lines = [l for l in read_metrics(out) if l["kind"] == "update"]
     shutil.rmtree(out, ignore_errors=True)
     rollout = [l["time"]["rollout_s"] for l in lines]
     captures = [st["captures"] for st in summ["engine_stats_by_update"]]

@@ -238,7 +238,8 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
 def _run_file(p: Prepared) -> str:
     o = p.opts
     options = {k: v for k, v in asdict(o).items() if k not in _NOT_STORED}
-    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()))
+    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),   # paths as resolved, defaults included
+                   eval_data=str(Path(o.eval_path).resolve()) if o.eval_path is not None else None)
     return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
 
 def open_run(p: Prepared) -> tuple[Path, dict | None]:

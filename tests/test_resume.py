@@ -99,3 +99,14 @@ def test_evaluation_does_not_perturb_training(shipped, arithmetic, tmp_path):
     assert_changing(a)
     c = run_cli("looprl.compare", a, b, "--ignore", "heldout"); assert c.returncode == 0, c.stdout + c.stderr
     c = run_cli("looprl.compare", a, b); assert c.returncode == 1 and "heldout" in c.stdout
+
+def test_resume_keeps_the_default_evaluation(tmp_path):
+    "A run on the embedded data evaluates on the embedded held-out split by default; its resume does too, at the same updates."
+    from looprl.state import read_metrics
+    args = ["--algorithm", "ppo", "--updates", "2", "--rollout-batch-size", "8", "--max-response-tokens", "6", "--eval-limit", "16", "--no-progress"]
+    a, b = tmp_path / "straight", tmp_path / "stopped"
+    assert run_cli("looprl.train", "--output", a, *args).returncode == 0
+    r = run_cli("looprl.train", "--output", b, *args, "--stop-after", "1"); assert r.returncode == 0, r.stderr
+    r = resume(b); assert r.returncode == 0, r.stderr
+    for run in (a, b): assert [l["update"] for l in read_metrics(run) if l["kind"] == "heldout"] == [0, 2]
+    c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
