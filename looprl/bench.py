@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/bench.html.md"""
 
 # %% ../nbs/14_bench.ipynb #9b07aeff
 from __future__ import annotations
-import argparse, json, os, platform, subprocess, sys, time
+import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
 
@@ -32,7 +32,7 @@ def write_result(name: str, result, out: str | None, argv: list[str]) -> Path:
     "Write `result` with the command and environment to `out` (default benchmarks/results/<name>.json)."
     path = Path(out or f"benchmarks/results/{name}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = dict(command="python -m looprl.bench " + " ".join(argv), environment=environment(), result=result)
+    doc = dict(command="python -m looprl.bench " + shlex.join(argv), environment=environment(), result=result)
     path.write_text(json.dumps(doc, indent=1))
     return path
 

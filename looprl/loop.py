@@ -1,4 +1,4 @@
-"""One update: publish → generate → reward → advantages → train → (evaluate) → checkpoint → (export); stopping and resuming exactly.
+"""One update: publish → (evaluate) → generate → reward → advantages → train → record → checkpoint → (export); stopping and resuming exactly.
 
 Docs: https://looprl.github.io/looprl/loop.html.md"""
 
@@ -85,7 +85,8 @@ class RunOptions:
     @property
     def eval_path(self):
         if self.no_eval: return None
-        return Path(self.eval_data) if self.eval_data else (HELDOUT_DATA if self.data is None else None)
+        if self.eval_data: return Path(self.eval_data)
+        return HELDOUT_DATA if Path(self.data_path).resolve() == Path(EMBEDDED_DATA).resolve() else None   # the embedded prompts: their held-out split
     @property
     def group_size(self): return self.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
     @property

@@ -42,7 +42,7 @@ def parser() -> argparse.ArgumentParser:
     a("--warmup-steps", type=int, help=f"linear learning-rate warm-up, in optimizer steps (default {RunOptions.warmup_steps})")
     a("--minibatches", type=int, help=f"optimizer steps per rollout, over disjoint parts (default {RunOptions.minibatches}; Flow-DPPO: 2 halves)")
     a("--entropy-coef", type=float, help="entropy bonus coefficient (default 0)")
-    a("--micro-batch-size", type=int, help="sequences per forward/backward (default 4)")
+    a("--micro-batch-size", type=int, help=f"sequences per forward/backward (default {RunOptions.micro_batch_size})")
     a("--loss-scale", type=float, help="fixed FP16 loss scale (default 128)")
     a("--max-skipped-steps", type=int, help="stop after this many consecutive skipped (overflowing) FP16 steps (default 8)")
     a("--seed", type=int, help="run seed (default 42)")
