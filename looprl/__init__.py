@@ -1,1 +1,3 @@
 __version__ = "0.1.0"
+
+from . import families  # registers the shipped model families (looprl.registry)

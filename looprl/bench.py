@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
+from .config import preset_config
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication',
@@ -41,12 +42,9 @@ def model_flops_per_token(cfg, seq_len: int) -> float:
     "Training FLOPs per token (forward + backward = 3 × forward) of one pass over a looped model."
     from looprl.models import build_model
     m = build_model(cfg, device="meta")
-    n = lambda mod: sum(p.numel() for p in mod.parameters())
-    if cfg.is_huginn:
-        t = m.transformer
-        per_tok = n(t.prelude) + n(t.coda) + cfg.depth * (n(t.core_block) + n(t.adapter)) + t.wte.weight.numel()
-    else:
-        per_tok = cfg.depth * n(m.model.layers) + m.lm_head.weight.numel()
+    n = lambda mods: sum(p.numel() for mod in mods for p in mod.parameters())
+    groups = m.weight_groups()            # the head is in `once`; an embedding read by row does no product
+    per_tok = n(groups["once"]) + cfg.depth * n(groups["looped"])
     attn = 2 * 2 * cfg.kv_planes * cfg.n_heads * cfg.head_dim * seq_len / 2   # QK^T and AV over a causal half
     return 3 * (2 * per_tok + attn)
 
@@ -57,7 +55,7 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
     from looprl.config import real_config, tiny_config
     from looprl.models import build_model, init_weights
     from looprl.trainer import Trainer, TrainSettings
-    cfg = real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
+    cfg = preset_config(preset)
     s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch)
     with torch.device(device): actor = build_model(cfg)
     init_weights(actor, seed=0)
@@ -111,13 +109,9 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
         out.update(disk_write_s=t_write, disk_read_commit_s=time.perf_counter() - t)
     return out
 
-def _publication_config(preset: str):
-    from looprl.config import real_config, tiny_config
-    return real_config(preset) if preset != "tiny" else tiny_config("huginn_raven")
-
 def _publication_model(preset: str, dtype: str, device: str):
     from looprl.models import build_model, init_weights
-    cfg = _publication_config(preset)
+    cfg = preset_config(preset)
     with torch.device(device): m = build_model(cfg, dtype=getattr(torch, dtype))
     return cfg, init_weights(m, seed=0)
 
@@ -143,7 +137,7 @@ def _nccl_engine(preset, dtype, port, repeats, barrier, from_trainer, results):
     from looprl.workers import WeightLink, unpack_tensors
     from looprl.engine import Engine
     torch.cuda.set_device(1)
-    eng = Engine(_publication_config(preset), device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
+    eng = Engine(preset_config(preset), device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
     link, buf = WeightLink(1, port), None
     for v in range(1, repeats + 1):
         barrier.wait()

@@ -6,26 +6,23 @@ Docs: https://looprl.github.io/looprl/config.html.md"""
 
 # %% ../nbs/00_config.ipynb #e3ac0340
 from __future__ import annotations
-import json, math
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from .registry import FamilyError, family_names, get_family
 
 # %% auto #0
-__all__ = ['FAMILIES', 'DEPTH_KEY', 'DEFAULT_PRECISION', 'ASSETS', 'REAL_CONFIGS', 'TINY_CONFIGS', 'ConfigError', 'LoopedConfig',
-           'config_from_dict', 'load_config', 'real_config', 'tiny_config']
+__all__ = ['LLAMA_SIZE_KEYS', 'ASSETS', 'ConfigError', 'LoopedConfig', 'config_value', 'token_ids', 'llama_fields',
+           'config_from_dict', 'load_config', 'real_presets', 'real_config', 'tiny_config', 'preset_config']
 
 # %% ../nbs/00_config.ipynb #a2b4f219
-FAMILIES = ("huginn_raven", "ouro", "nanbeige")
-DEPTH_KEY = {"huginn_raven": "mean_recurrence", "ouro": "total_ut_steps", "nanbeige": "num_loops"}
-DEFAULT_PRECISION = {"huginn_raven": "fp16", "ouro": "fp32", "nanbeige": "fp32"}
-
 class ConfigError(ValueError):
     "A checkpoint configuration that looprl cannot use; the message names the file and key."
 
 # %% ../nbs/00_config.ipynb #10a04cfa
 @dataclass(frozen=True)
 class LoopedConfig:
-    family: str               # huginn_raven | ouro | nanbeige
+    family: str               # the registered family: its config.json model_type
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -48,22 +45,21 @@ class LoopedConfig:
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
-    def depth_key(self): return DEPTH_KEY[self.family]
+    def depth_key(self): return get_family(self.family).depth_key
     @property
-    def default_precision(self): return DEFAULT_PRECISION[self.family]
+    def default_precision(self): return get_family(self.family).default_precision
     @property
     def n_physical_layers(self): return self.n_prelude + self.n_core + self.n_coda
     @property
     def kv_planes(self): return self.n_prelude + self.n_core * self.depth + self.n_coda
-    @property
-    def is_huginn(self): return self.family == "huginn_raven"
 
     def with_depth(self, depth: int) -> "LoopedConfig":
         "The same model run with another loop count (`raw` updated too)."
         return replace(self, depth=depth, raw={**self.raw, self.depth_key: depth})
 
 # %% ../nbs/00_config.ipynb #f0e6897e
-def _need(raw, key, typ, src, default=None, required=True):
+def config_value(raw: dict, key: str, typ: type, src: str, default=None, required: bool = True):
+    "`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a ConfigError."
     if key not in raw or raw[key] is None:
         if required and default is None: raise ConfigError(f"{src}: missing key '{key}'")
         return default
@@ -74,66 +70,43 @@ def _need(raw, key, typ, src, default=None, required=True):
         raise ConfigError(f"{src}: key '{key}' must be {typ.__name__}, got {type(v).__name__} {v!r}")
     return v
 
-def _ids(v): return () if v is None else tuple(v) if isinstance(v, (list, tuple)) else (v,)
+def token_ids(v) -> tuple:
+    "A token id or list of them (`eos_token_id`) as a tuple."
+    return () if v is None else tuple(v) if isinstance(v, (list, tuple)) else (v,)
 
-def _huginn(raw, src):
-    E, H = _need(raw, "n_embd", int, src), _need(raw, "n_heads", int, src)
-    if E % H: raise ConfigError(f"{src}: n_embd {E} is not divisible by n_heads {H}")
-    hd = _need(raw, "head_dim", int, src, default=E // H, required=False)
-    if hd * H != E: raise ConfigError(f"{src}: head_dim {hd} × n_heads {H} != n_embd {E}")
-    kv = _need(raw, "num_key_value_heads", int, src, default=H, required=False)
-    if kv != H: raise ConfigError(f"{src}: num_key_value_heads {kv} != n_heads {H} (Huginn has no GQA)")
-    npre, ncore, ncoda = (_need(raw, k, int, src) for k in ("n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda"))
-    nl = _need(raw, "n_layers", int, src, default=npre + ncore + ncoda, required=False)
-    if nl != npre + ncore + ncoda: raise ConfigError(f"{src}: n_layers {nl} != prelude + core + coda ({npre}+{ncore}+{ncoda})")
-    vocab = _need(raw, "padded_vocab_size", int, src, default=None, required=False)
-    if vocab is None:
-        v, m = _need(raw, "vocab_size", int, src), _need(raw, "padding_multiple", int, src, default=1, required=False)
-        vocab = math.ceil(v / m) * m
-    for k, want in (("injection_type", "linear"), ("state_init", "like-init")):
-        if raw.get(k, want) != want: raise ConfigError(f"{src}: key '{k}' is {raw[k]!r}; looprl supports only {want!r}")
-    eos = _ids(raw.get("eos_token_id"))
-    return dict(vocab_size=vocab, hidden_size=E, intermediate_size=_need(raw, "intermediate_size", int, src),
-                n_heads=H, n_kv_heads=H, head_dim=hd, n_prelude=npre, n_core=ncore, n_coda=ncoda,
-                depth=_need(raw, "mean_recurrence", int, src), rope_base=_need(raw, "rope_base", float, src),
-                norm_eps=_need(raw, "norm_eps", float, src), max_positions=_need(raw, "block_size", int, src),
-                tie_embeddings=bool(raw.get("tie_embeddings", raw.get("tie_word_embeddings", True))),
-                qk_bias=bool(_need(raw, "qk_bias", bool, src, default=True, required=False)),
-                bos_token_id=raw.get("bos_token_id"), eos_token_ids=eos, pad_token_id=raw.get("pad_token_id"))
+# %% ../nbs/00_config.ipynb #b7c1e2a0
+LLAMA_SIZE_KEYS = dict(vocab_size="vocab_size", hidden_size="hidden_size", intermediate_size="intermediate_size",
+                       n_heads="num_attention_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
+                       n_core="num_hidden_layers", max_positions="max_position_embeddings")
 
-def _llama_like(raw, src, family):
-    E, H = _need(raw, "hidden_size", int, src), _need(raw, "num_attention_heads", int, src)
-    kv = _need(raw, "num_key_value_heads", int, src, default=H, required=False)
+def llama_fields(raw: dict, src: str, depth_key: str) -> dict:
+    "LoopedConfig fields from a Llama-style config.json whose layers all loop `raw[depth_key]` times."
+    need = lambda k, t, **kw: config_value(raw, k, t, src, **kw)
+    E, H = need("hidden_size", int), need("num_attention_heads", int)
+    kv = need("num_key_value_heads", int, default=H, required=False)
     if H % kv: raise ConfigError(f"{src}: num_attention_heads {H} is not a multiple of num_key_value_heads {kv}")
-    hd = _need(raw, "head_dim", int, src, default=raw.get("kv_channels") or (E // H if E % H == 0 else None))
+    hd = need("head_dim", int, default=raw.get("kv_channels") or (E // H if E % H == 0 else None))
     if hd % 2: raise ConfigError(f"{src}: head_dim {hd} must be even for RoPE")
-    L = _need(raw, "num_hidden_layers", int, src)
-    depth = _need(raw, DEPTH_KEY[family], int, src)
-    if family == "nanbeige":
-        llw = raw.get("loop_loss_weights") or []
-        if llw and len(llw) + 1 != depth:
-            raise ConfigError(f"{src}: loop_loss_weights has {len(llw)} entries, so the model loops {len(llw)+1} times, but num_loops is {depth}")
-        if raw.get("skip_loop_final_norm", False):
-            raise ConfigError(f"{src}: key 'skip_loop_final_norm' is true; the released Nanbeige4.2 (and looprl) normalises after every loop")
     if raw.get("hidden_act", "silu") != "silu": raise ConfigError(f"{src}: key 'hidden_act' is {raw['hidden_act']!r}; only 'silu' is supported")
-    return dict(vocab_size=_need(raw, "vocab_size", int, src), hidden_size=E,
-                intermediate_size=_need(raw, "intermediate_size", int, src), n_heads=H, n_kv_heads=kv, head_dim=hd,
-                n_prelude=0, n_core=L, n_coda=0, depth=depth, rope_base=_need(raw, "rope_theta", float, src),
-                norm_eps=_need(raw, "rms_norm_eps", float, src),
-                max_positions=_need(raw, "max_position_embeddings", int, src),
-                tie_embeddings=bool(raw.get("tie_word_embeddings", False)), qk_bias=False,
-                bos_token_id=raw.get("bos_token_id"), eos_token_ids=_ids(raw.get("eos_token_id")),
+    return dict(vocab_size=need("vocab_size", int), hidden_size=E, intermediate_size=need("intermediate_size", int),
+                n_heads=H, n_kv_heads=kv, head_dim=hd, n_prelude=0, n_core=need("num_hidden_layers", int), n_coda=0,
+                depth=need(depth_key, int), rope_base=need("rope_theta", float), norm_eps=need("rms_norm_eps", float),
+                max_positions=need("max_position_embeddings", int), tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+                qk_bias=False, bos_token_id=raw.get("bos_token_id"), eos_token_ids=token_ids(raw.get("eos_token_id")),
                 pad_token_id=raw.get("pad_token_id"))
 
 # %% ../nbs/00_config.ipynb #a4c0c638
 def config_from_dict(raw: dict, src: str = "config.json") -> LoopedConfig:
-    "Parse a `config.json` dictionary of any supported family."
+    "Parse a `config.json` dictionary of any registered family."
     if not isinstance(raw, dict): raise ConfigError(f"{src}: expected a JSON object")
     mt = raw.get("model_type")
     if mt is None: raise ConfigError(f"{src}: missing key 'model_type'")
-    if mt not in FAMILIES: raise ConfigError(f"{src}: unknown model_type {mt!r}; looprl supports {', '.join(FAMILIES)}")
-    fields = _huginn(raw, src) if mt == "huginn_raven" else _llama_like(raw, src, mt)
-    if fields["depth"] < 1: raise ConfigError(f"{src}: key '{DEPTH_KEY[mt]}' must be ≥ 1")
+    try: known = family_names()                 # a broken family plugin is reported here, with this file's name
+    except FamilyError as e: raise ConfigError(f"{src}: {e}") from None
+    if mt not in known: raise ConfigError(f"{src}: unknown model_type {mt!r}; looprl supports {', '.join(known)}")
+    fam = get_family(mt)
+    fields = fam.parse(raw, src)
+    if fields["depth"] < 1: raise ConfigError(f"{src}: key '{fam.depth_key}' must be ≥ 1")
     return LoopedConfig(family=mt, revision=raw.get("_revision"), raw=dict(raw), **fields)
 
 def load_config(path) -> LoopedConfig:
@@ -147,40 +120,31 @@ def load_config(path) -> LoopedConfig:
 
 # %% ../nbs/00_config.ipynb #2ee2334e
 ASSETS = Path(__file__).parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
-REAL_CONFIGS = {"huginn-0125": "huginn-0125.json", "ouro-1.4b": "ouro-1.4b.json", "nanbeige4.2-3b": "nanbeige4.2-3b.json"}
+
+def real_presets() -> dict[str, Path]:
+    "Preset name → the shipped config.json, over every registered family."
+    return {name: ASSETS / "configs" / file for fam in family_names() for name, file in get_family(fam).presets.items()}
 
 def real_config(name: str) -> LoopedConfig:
-    "One of the published configurations shipped with looprl: " + ", ".join(REAL_CONFIGS)
-    if name not in REAL_CONFIGS: raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(REAL_CONFIGS)}")
-    return load_config(ASSETS / "configs" / REAL_CONFIGS[name])
+    "One of the published configurations shipped with looprl (`real_presets()`)."
+    presets = real_presets()
+    if name not in presets: raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(presets)}")
+    return load_config(presets[name])
 
 # %% ../nbs/00_config.ipynb #71f1a94f
-TINY_CONFIGS = {
-    "huginn_raven": {"model_type": "huginn_raven", "architectures": ["RavenForCausalLM"],
-        "n_embd": 128, "n_heads": 4, "head_dim": 32, "num_key_value_heads": 4, "n_layers": 8,
-        "n_layers_in_prelude": 2, "n_layers_in_recurrent_block": 4, "n_layers_in_coda": 2,
-        "intermediate_size": 256, "vocab_size": 1024, "padded_vocab_size": 1024, "padding_multiple": 64,
-        "block_size": 256, "mean_recurrence": 4, "mean_backprop_depth": 2, "rope_base": 50000.0, "norm_eps": 1e-6,
-        "qk_bias": True, "bias": False, "tie_embeddings": True, "tie_word_embeddings": True,
-        "injection_type": "linear", "state_init": "like-init", "torch_dtype": "float32",
-        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0},
-    "ouro": {"model_type": "ouro", "architectures": ["OuroForCausalLM"],
-        "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 3,
-        "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 32, "hidden_act": "silu",
-        "max_position_embeddings": 256, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
-        "total_ut_steps": 4, "early_exit_threshold": 1.0, "tie_word_embeddings": False,
-        "layer_types": ["full_attention"] * 3, "use_sliding_window": False, "torch_dtype": "float32",
-        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0},
-    "nanbeige": {"model_type": "nanbeige", "architectures": ["NanbeigeForCausalLM"],
-        "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 3,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "kv_channels": 64,
-        "hidden_act": "silu", "max_position_embeddings": 256, "rope_theta": 70000000.0,
-        "rms_norm_eps": 1e-5, "num_loops": 2, "loop_loss_weights": [], "skip_loop_final_norm": False,
-        "attention_bias": False, "tie_word_embeddings": False, "pad_token_id": 0,
-        "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"},
-}
-
 def tiny_config(family: str, **overrides) -> LoopedConfig:
     "A tiny configuration of `family` with every structural feature of the real model."
-    if family not in TINY_CONFIGS: raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
-    return config_from_dict({**TINY_CONFIGS[family], **overrides}, f"tiny:{family}")
+    try: raw = get_family(family).tiny
+    except FamilyError: raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(family_names())}") from None
+    return config_from_dict({**raw, **overrides}, f"tiny:{family}")
+
+# %% ../nbs/00_config.ipynb #d4e5f6a7
+def preset_config(spec) -> LoopedConfig:
+    "A LoopedConfig from a LoopedConfig, a checkpoint directory, a real preset, `tiny` or `tiny-<family>`."
+    if isinstance(spec, LoopedConfig): return spec
+    if spec in real_presets(): return real_config(spec)
+    if Path(spec).is_dir(): return load_config(spec)
+    if spec == "tiny": return tiny_config(family_names()[0])
+    if spec.startswith("tiny-") and spec.removeprefix("tiny-") in family_names(): return tiny_config(spec.removeprefix("tiny-"))
+    raise ConfigError(f"unknown preset {spec!r}: a checkpoint directory, one of {', '.join(real_presets())}, tiny, "
+                      f"or tiny-<family> ({', '.join(family_names())})")

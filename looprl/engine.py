@@ -15,11 +15,11 @@ import torch
 from fastcore.basics import patch
 from safetensors import safe_open
 import looprl
-from .config import LoopedConfig, load_config, real_config, tiny_config, REAL_CONFIGS, FAMILIES
+from .config import LoopedConfig, load_config, preset_config
 from .models import build_model, init_weights, KVCache, LoopedLM
 from . import kernels as K
 from .hf import check_tensors, checkpoint_files, submit_blocks, gather_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
-from .latents import LATENT_PROFILE, latent_noise, sequence_latents, environment_fingerprint, LatentTrace
+from .latents import environment_fingerprint, LatentTrace
 from .objectives import selected_logprobs
 
 # %% auto #0
@@ -147,10 +147,10 @@ class Publication:
     def __init__(self, model: LoopedLM, version: int):
         self.model, self.version = model, version
         self.staged, by_storage = {}, {}
-        for n, t in model.state_dict().items():     # tied aliases share one staging buffer; the RoPE table is checked on the CPU
-            self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n == "freqs_cis" else t.device))
-        cfg = model.cfg
-        self.aliases = ("transformer.wte.weight", "lm_head.weight") if cfg.is_huginn and cfg.tie_embeddings else ()
+        fixed = model.fixed_buffers()
+        for n, t in model.state_dict().items():     # tied aliases share one staging buffer; fixed buffers are checked on the CPU
+            self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n in fixed else t.device))
+        self.alias_group = {n: group for group in model.tied_aliases() for n in group}
         self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
         self.on_gpu = {}        # name -> CUDA tensor whose blocks are hashed at check(), in one launch per device
 
@@ -165,11 +165,11 @@ class Publication:
                 raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
             if t.shape != self.staged[name].shape:
                 raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected {list(self.staged[name].shape)}")
-            other = next((a for a in self.aliases if a != name and a in self.blocks), None) if name in self.aliases else None
-            if other is not None:       # the second alias of the tied embedding: equal to what is staged, or refused
+            other = next((a for a in self.alias_group.get(name, ()) if a != name and a in self.blocks), None)
+            if other is not None:       # a later alias of a tied tensor: equal to what was sent first, or refused
                 first = self.sent[other]          # compared as sent, before any cast to the engine's dtype
                 if t.dtype != first.dtype or not torch.equal(t.to(first.device), first):
-                    raise PublicationError(f"{src}: Huginn's tied lm_head.weight differs from transformer.wte.weight")
+                    raise PublicationError(f"{src}: tied {name} differs from {other}")
                 self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
             else:
                 stage, on = self.staged[name], None
@@ -179,7 +179,7 @@ class Publication:
                     if not usable(on): on = None
                 if on is not None: self.blocks[name], self.on_gpu[name] = name, on
                 else: self.blocks[name] = submit_blocks(t, self.pool)  # hashed on the pool while the next tensor copies
-                if name in self.aliases: self.sent[name] = t
+                if name in self.alias_group: self.sent[name] = t
                 stage.copy_(t)
             self.meta[name] = (t.dtype, tuple(t.shape))
 
@@ -331,9 +331,8 @@ def _decode(model: LoopedLM, tok, pos, lat, seeds, temps, cache):
 # %% ../nbs/04_engine.ipynb #6510bf29
 @patch
 def _latents(self: Engine, seeds: list, positions: list):
-    "Huginn's initial states for (seed, position) pairs, [N, E] in the model dtype on the device; None for other families."
-    if not self.cfg.is_huginn: return None
-    return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=self.dtype, device=self.device)
+    "The model's initial states for (seed, position) pairs, [N, E] in the model dtype on the device; None for families without."
+    return self.model.initial_states(seeds, positions, self.dtype, self.device)
 
 @patch
 def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
@@ -360,10 +359,7 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     for i, r in enumerate(reqs): ids[i, :P[i]] = torch.tensor([int(x) for x in r.prompt_ids])
     seeds_d = torch.tensor(seeds, dtype=torch.int64, device=dev)
     temps_d = torch.tensor([float(r.temperature) for r in reqs], dtype=torch.float32, device=dev)
-    lat = None
-    if cfg.is_huginn:
-        lat = torch.zeros(B, Pmax, cfg.hidden_size, dtype=self.dtype, device=dev)
-        for i, r in enumerate(reqs): lat[i, :P[i]] = sequence_latents(cfg.hidden_size, seeds[i], P[i], dtype=self.dtype, device=dev, cache=None)
+    lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
     h = self.model(ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax), lat, _cache_rows(self.cache, B))
     last = h[torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1]
@@ -386,7 +382,7 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     for i, r in enumerate(reqs):
         n, tk = length[i], toks[i][:length[i]]
         trace = LatentTrace(family=cfg.family, model_revision=self.model_revision, engine_revision=self.engine_revision,
-                            profile=LATENT_PROFILE if cfg.is_huginn else None, seed=seeds[i], prompt_len=P[i], response_len=n,
+                            profile=self.model.latent_profile, seed=seeds[i], prompt_len=P[i], response_len=n,
                             depths=(cfg.depth,) * n, prefill_depth=cfg.depth, policy_version=self._version,
                             publication_digest=self._digest, environment=self.environment)
         out.append(Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk, finish_reason="stop" if tk[-1] in stops[i] else "length",
@@ -415,7 +411,7 @@ class DecodeGraph:
         self.pos = torch.zeros(batch, dtype=torch.int64, device=dev)
         self.seeds = torch.zeros(batch, dtype=torch.int64, device=dev)
         self.temps = torch.ones(batch, dtype=torch.float32, device=dev)
-        self.lat = torch.zeros(batch, cfg.hidden_size, dtype=cache.k.dtype, device=dev) if cfg.is_huginn else None
+        self.lat = torch.zeros(batch, cfg.hidden_size, dtype=cache.k.dtype, device=dev) if model.latent_profile else None
         rows = _cache_rows(cache, batch)
         run = lambda: _decode(model, self.tok, self.pos, self.lat, self.seeds, self.temps, rows)
         side = torch.cuda.Stream(dev)
@@ -447,25 +443,13 @@ def _graph(self: Engine, B: int) -> DecodeGraph | None:
 # %% ../nbs/04_engine.ipynb #f67b3c8a
 def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
     "Bytes one decode step of `batch` rows at `context` positions must read: weights once per use, and the KV cache."
-    cfg = model.cfg
-    nb = lambda *mods: sum(p.numel() * p.element_size() for m in mods for p in m.parameters())
-    if cfg.is_huginn:
-        t = model.transformer
-        once, loop = nb(t.wte, t.prelude, t.coda, t.ln_f), nb(t.adapter, t.core_block)
-    else:
-        m = model.model
-        emb = batch * cfg.hidden_size * m.embed_tokens.weight.element_size()       # only the rows looked up
-        once, loop = nb(model.lm_head) + emb, nb(m.layers, m.norm)
+    cfg, groups = model.cfg, model.weight_groups()
+    nb = lambda mods: sum(p.numel() * p.element_size() for m in mods for p in m.parameters())
+    rows = groups["rows"]                                   # an embedding of which only the looked-up rows are read
+    once = nb(groups["once"]) + (batch * cfg.hidden_size * rows.weight.element_size() if rows is not None else 0)
+    loop = nb(groups["looped"])
     el = next(model.parameters()).dtype
     return dict(weights=once + cfg.depth * loop, kv=KVCache.nbytes_for(cfg, batch, context, el))
-
-def _bench_config(cfg) -> LoopedConfig:
-    if isinstance(cfg, LoopedConfig): return cfg
-    if cfg in REAL_CONFIGS: return real_config(cfg)
-    if Path(cfg).is_dir(): return load_config(cfg)
-    fam = cfg.removeprefix("tiny-")
-    if fam in FAMILIES: return tiny_config(fam)
-    raise ValueError(f"unknown preset {cfg!r}: a LoopedConfig, a checkpoint directory, one of {', '.join(REAL_CONFIGS)}, or tiny-<family> ({', '.join(FAMILIES)})")
 
 def _median_ms(fn, warmup: int, iters: int, sync) -> float:
     for _ in range(warmup): fn()
@@ -479,7 +463,7 @@ def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 
                   device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0, fused: bool = True) -> list[dict]:
     """Decode-step time (median, ms) eager and as a CUDA graph vs the memory-bandwidth bound, per batch size;
     `fused=False` times the plain PyTorch decode path instead of `looprl.kernels`."""
-    cfg = _bench_config(cfg)
+    cfg = preset_config(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     graphs = device.type == "cuda" if cuda_graphs is None else cuda_graphs
     eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=graphs, graph_buckets=batch_sizes)
@@ -495,7 +479,7 @@ def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 
         pos = torch.full((B,), context - 1, dtype=torch.int64, device=device)
         sd, temps = torch.tensor(seeds, device=device), torch.ones(B, device=device)
         lat = eng._latents(seeds, last)
-        latent_ms = _median_ms(lambda: eng._latents(seeds, last), 1, 3, sync) if cfg.is_huginn else 0.0
+        latent_ms = _median_ms(lambda: eng._latents(seeds, last), 1, 3, sync) if eng.model.latent_profile else 0.0
         rowcache = _cache_rows(eng.cache, B)
         eager = _median_ms(lambda: _decode(eng.model, tok, pos, lat, sd, temps, rowcache), warmup, iters, sync)
         graph = None
@@ -528,7 +512,7 @@ def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=
     """Where one eager decode step spends GPU time: every kernel of the step (torch.profiler), summed by kind
     (matmul, attention, norm, rope/cache, activation, other), with the largest kernels; and the graph step's wall time."""
     from torch.profiler import profile, ProfilerActivity
-    cfg, device = _bench_config(cfg), torch.device(device)
+    cfg, device = preset_config(cfg), torch.device(device)
     eng = Engine(cfg, device, dtype, max_batch=batch, max_len=context, cuda_graphs=True, graph_buckets=(batch,))
     init_weights(eng.model, seed)
     eng.model.fused_decode = fused
@@ -560,7 +544,7 @@ def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=
 @torch.no_grad()
 def bench_matmuls(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), dtype=torch.float16, device="cuda", iters: int = 50) -> dict:
     "Achieved bandwidth of each distinct weight product of a decode step (cuBLAS via F.linear), and of a plain device copy."
-    cfg, device = _bench_config(cfg), torch.device(device)
+    cfg, device = preset_config(cfg), torch.device(device)
     m = build_model(cfg, device="meta", dtype=dtype)
     shapes = sorted({tuple(p.shape) for p in m.parameters() if p.dim() == 2})    # Huginn's tied embedding is its head
     def timed(fn):

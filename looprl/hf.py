@@ -12,8 +12,8 @@ from typing import Iterable, Mapping
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
-from .config import LoopedConfig, load_config, tiny_config, TINY_CONFIGS, FAMILIES, ConfigError
-from .models import build_model, init_weights, huginn_freqs_cis, LoopedLM
+from .config import LoopedConfig, load_config, tiny_config, ConfigError
+from .models import build_model, init_weights, LoopedLM
 
 # %% auto #0
 __all__ = ['DIGEST_BLOCK', 'DIGEST_RUN', 'DTYPE_NAMES', 'CheckpointError', 'submit_blocks', 'gather_blocks', 'leaf_from_blocks',
@@ -98,10 +98,10 @@ def state_digest(tensors, threads: int = 16) -> str:
 def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch.Tensor]:
     "A snapshot of the actor's native tensors (copies on `device`), optionally cast to `dtype` (buffers stay FP32)."
     if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
-    out = {}
+    out, fixed = {}, model.fixed_buffers()
     for name, t in model.state_dict().items():     # a snapshot: every tensor is a copy (tied aliases become two tensors)
         t = t.detach()
-        if dtype is not None and name != "freqs_cis" and t.is_floating_point(): t = t.to(dtype)
+        if dtype is not None and name not in fixed and t.is_floating_point(): t = t.to(dtype)
         out[name] = t.to(device, copy=True).contiguous()
     return out
 
@@ -149,7 +149,7 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
     "Write `model` (an actor) as a native checkpoint directory at `path`, atomically."
     path = Path(path)
     tensors = export_tensors(model, dtype)
-    dt = next(t.dtype for n, t in tensors.items() if n != "freqs_cis")
+    dt = next(t.dtype for n, t in tensors.items() if n not in model.fixed_buffers())
     tmp = _atomic_dir(path)
     try:
         raw = {**model.cfg.raw, "torch_dtype": DTYPE_NAMES[dt]}
@@ -202,19 +202,21 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
     if extra: raise CheckpointError(f"{src}: unexpected tensor {extra[0]}" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
     for n, shp in want.items():
         if tuple(tensors[n].shape) != shp: raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")
-    if model.cfg.is_huginn:
-        if model.cfg.tie_embeddings and "lm_head.weight" in tensors and not torch.equal(tensors["lm_head.weight"], tensors["transformer.wte.weight"]):
-            raise CheckpointError(f"{src}: Huginn's tied lm_head.weight differs from transformer.wte.weight")
-        if tensors["freqs_cis"].dtype != torch.float32 or not torch.equal(tensors["freqs_cis"], huginn_freqs_cis(model.cfg)):
-            raise CheckpointError(f"{src}: freqs_cis does not equal the RoPE buffer of this config (rope_base {model.cfg.rope_base}, block_size {model.cfg.max_positions})")
+    for first, *others in model.tied_aliases():             # names of one tensor must carry one value
+        for n in others:
+            if first in tensors and n in tensors and not torch.equal(tensors[n], tensors[first]):
+                raise CheckpointError(f"{src}: tied {n} differs from {first}")
+    for n, (want, what) in model.fixed_buffers().items():   # buffers the configuration fixes, bit for bit, in FP32
+        if tensors[n].dtype != torch.float32 or not torch.equal(tensors[n], want):
+            raise CheckpointError(f"{src}: {n} does not equal {what}")
 
 @torch.no_grad()
 def load_into(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint") -> LoopedLM:
     "Check then copy native `tensors` into `model` (casting to the model's dtype)."
     check_tensors(model, tensors, src)
-    sd = model.state_dict()
+    sd, fixed = model.state_dict(), model.fixed_buffers()
     for n, t in tensors.items():
-        if n == "freqs_cis" or n not in sd: continue
+        if n in fixed or n not in sd: continue
         sd[n].copy_(t)
     return model
 

@@ -12,6 +12,7 @@ from fastcore.script import call_parse
 from safetensors import safe_open, SafetensorError
 from .config import LoopedConfig, ConfigError, load_config
 from .models import build_model, param_count
+from .registry import get_family
 from .hf import CheckpointError, checkpoint_files
 
 # %% auto #0
@@ -19,19 +20,9 @@ __all__ = ['CLI_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shapes', 
            'format_info', 'main']
 
 # %% ../nbs/03a_inspect.ipynb #dd133fc4
-_NATIVE = {
-    "huginn_raven": dict(vocab_size="padded_vocab_size", hidden_size="n_embd", intermediate_size="intermediate_size",
-                         n_heads="n_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
-                         n_core="n_layers_in_recurrent_block", max_positions="block_size"),
-    "ouro": dict(vocab_size="vocab_size", hidden_size="hidden_size", intermediate_size="intermediate_size",
-                 n_heads="num_attention_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
-                 n_core="num_hidden_layers", max_positions="max_position_embeddings"),
-}
-_NATIVE["nanbeige"] = _NATIVE["ouro"]
-
 def check_sizes(cfg: LoopedConfig, src: str = "config.json") -> LoopedConfig:
     "Refuse a configuration with a size below one (or negative prelude/coda), naming the native key."
-    for field, key in _NATIVE[cfg.family].items():
+    for field, key in get_family(cfg.family).size_keys.items():
         if getattr(cfg, field) < 1: raise ConfigError(f"{src}: key '{key}' must be ≥ 1, got {getattr(cfg, field)}")
     for field, key in (("n_prelude", "n_layers_in_prelude"), ("n_coda", "n_layers_in_coda")):
         if getattr(cfg, field) < 0: raise ConfigError(f"{src}: key '{key}' must be ≥ 0, got {getattr(cfg, field)}")

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 import torch
-from .config import FAMILIES
+from .registry import family_names, get_family
 
 # %% auto #0
 __all__ = ['LATENT_PROFILE', 'SEED_LIMIT', 'LATENT_CACHE', 'noise_seed', 'latent_noise_reference', 'trunc_normal_algorithm',
@@ -239,7 +239,7 @@ _OPT_STR = (str, type(None))
 
 @dataclass(frozen=True)
 class LatentTrace:
-    family: str                    # huginn_raven | ouro | nanbeige
+    family: str                    # a registered family (looprl.registry)
     model_revision: str | None
     engine_revision: str | None
     profile: str | None            # LATENT_PROFILE for Huginn, None for the others
@@ -281,7 +281,7 @@ def _check_field(name, v):
     bad = lambda want: TraceError(f"latent trace field {name!r}: must be {want}, got {type(v).__name__} {v!r}")
     if name == "family":
         if not isinstance(v, str): raise bad("a string")
-        if v not in FAMILIES: raise TraceError(f"latent trace field 'family': unknown family {v!r}; expected one of {', '.join(FAMILIES)}")
+        if v not in family_names(): raise TraceError(f"latent trace field 'family': unknown family {v!r}; expected one of {', '.join(family_names())}")
     elif name in ("model_revision", "engine_revision", "profile"):
         if not isinstance(v, _OPT_STR): raise bad("a string or None")
     elif name in ("seed", "prompt_len", "response_len", "prefill_depth", "policy_version"):
@@ -304,11 +304,11 @@ def check_trace(trace: LatentTrace, *, family: str, depth: int, model_revision: 
     "Refuse `trace` unless it was made by this family at fixed `depth`, with the expected profile, revisions and environment."
     if not isinstance(trace, LatentTrace): raise TraceError(f"expected a LatentTrace, got {type(trace).__name__}")
     if trace.family != family: raise _mismatch("family", trace.family, family)
-    want_profile = (LATENT_PROFILE if family == "huginn_raven" else None) if profile is ... else profile
-    if family == "huginn_raven" and want_profile != LATENT_PROFILE:
-        raise ValueError(f"Huginn replays only latent profile {LATENT_PROFILE!r}, not {want_profile!r}")
-    if family != "huginn_raven" and want_profile is not None:
-        raise ValueError(f"{family} has no latent state; its profile must be None, not {want_profile!r}")
+    family_profile = get_family(family).provider.latent_profile      # what the family's model declares
+    want_profile = family_profile if profile is ... else profile
+    if want_profile != family_profile:
+        raise ValueError(f"{family} replays only latent profile {family_profile!r}, not {want_profile!r}" if family_profile
+                         else f"{family} has no latent state; its profile must be None, not {want_profile!r}")
     if trace.profile != want_profile: raise _mismatch("profile", trace.profile, want_profile)
     if not _is_int(trace.seed) or not 0 <= trace.seed < SEED_LIMIT:
         raise TraceMismatch(f"latent trace field 'seed': must be an int in [0, 2**63), trace has {trace.seed!r}")

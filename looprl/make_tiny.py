@@ -9,7 +9,8 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 from fastcore.script import call_parse
-from .config import FAMILIES, ConfigError, tiny_config
+from .config import ConfigError, tiny_config
+from .registry import family_names
 from .hf import make_tiny_checkpoint, checkpoint_sha256
 from .inspect import CLI_ERRORS, cli_message, cli_fail
 
@@ -26,8 +27,8 @@ def check_output(out) -> Path:
 
 def check_request(family: str | None, out) -> Path:
     "Refuse an unknown family or an output that exists and is not an empty directory; return `out` as a Path."
-    if family is None: raise ConfigError(f"--family is required; choose one of {', '.join(FAMILIES)}")
-    if family not in FAMILIES: raise ConfigError(f"--family: unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
+    if family is None: raise ConfigError(f"--family is required; choose one of {', '.join(family_names())}")
+    if family not in family_names(): raise ConfigError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
     return check_output(out)
 
 # %% ../nbs/03b_make_tiny.ipynb #1cc7915d
@@ -42,7 +43,7 @@ def make_tiny(family: str, out, seed: int = 0) -> dict:
 # %% ../nbs/03b_make_tiny.ipynb #4233937f
 @call_parse
 def main(out: str,                 # output directory: must not exist, or be empty
-         family: str = None,       # huginn_raven, ouro or nanbeige
+         family: str = None,       # a registered family (looprl.registry)
          seed: int = 0):           # seed of the random weights
     "Write a tiny checkpoint of FAMILY (real layout, seeded random weights, character tokenizer) to OUT."
     try: summary = make_tiny(family, out, seed)

@@ -10,11 +10,13 @@ import math
 from contextlib import contextmanager
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from .config import LoopedConfig, tiny_config, real_config, FAMILIES
+from .config import LoopedConfig, tiny_config, real_config
+from .latents import LATENT_PROFILE, latent_noise, sequence_latents
+from .registry import get_family
 from . import kernels as K
 
 # %% auto #0
-__all__ = ['PROVIDERS', 'RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
+__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
            'accumulates_fp64', 'cpu_fp64', 'Linear', 'attention', 'Ctx', 'HuginnAttention', 'LlamaAttention',
            'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock', 'LlamaBlock', 'LoopedLM', 'param_count',
            'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights', 'decode_logits', 'recompute']
@@ -235,8 +237,8 @@ class LlamaBlock(nn.Module):
 
 # %% ../nbs/02_models.ipynb #ad1d8ffd
 class LoopedLM(nn.Module):
-    "Base of the three providers: role (actor/critic), readouts, recompute, plane bookkeeping."
-    family: str = ""
+    "Base of the providers: role (actor/critic), readouts, recompute, plane bookkeeping, and the facts the rest of looprl asks."
+    latent_profile: str | None = None   # profile of the random initial recurrent state (looprl.latents); None: the family has none
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__()
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")
@@ -273,9 +275,28 @@ class LoopedLM(nn.Module):
         "FP32 scalar values [B,S] from final hidden states (critic)."
         return self.value_head(h).float().squeeze(-1)
 
-    def physical_parameters(self):
-        "Unique parameters (shared loops and tied heads counted once)."
-        return list(self.parameters())
+    @property
+    def family(self) -> str: return self.cfg.family
+
+    def tied_aliases(self) -> tuple[tuple[str, ...], ...]:
+        "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
+        return ()
+
+    def fixed_buffers(self) -> dict[str, tuple[torch.Tensor, str]]:
+        "State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
+        return {}
+
+    def initial_states(self, seeds: list, positions: list, dtype, device):
+        "The initial recurrent state [N,E] for (seed, position) pairs, or None for a family without one."
+        return None
+
+    def sequence_states(self, seeds: list, lengths: list, dtype, device):
+        "Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
+        return None
+
+    def weight_groups(self) -> dict:
+        "Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or None)."
+        raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
 
 def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
@@ -283,7 +304,7 @@ def param_count(model: nn.Module) -> int:
 
 # %% ../nbs/02_models.ipynb #682482c8
 class HuginnLM(LoopedLM):
-    family = "huginn_raven"
+    latent_profile = LATENT_PROFILE
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
         E = cfg.hidden_size
@@ -306,6 +327,23 @@ class HuginnLM(LoopedLM):
         dev = self.transformer.wte.weight.device
         if fc.device != dev: self._buffers["freqs_cis"] = fc.to(dev)
         return self
+
+    def tied_aliases(self): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
+
+    def fixed_buffers(self):
+        return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
+
+    def initial_states(self, seeds, positions, dtype, device):
+        return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=dtype, device=device)
+
+    def sequence_states(self, seeds, lengths, dtype, device):
+        out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
+        for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
+        return out
+
+    def weight_groups(self):
+        t = self.transformer      # the tied embedding is also the head: read in full once per token
+        return dict(once=[t.wte, t.prelude, t.coda, t.ln_f], looped=[t.adapter, t.core_block], rows=None)
 
     def rope_angles(self, positions, n: int = 0):
         cs = self.freqs_cis[0, :, 0][positions]           # [B,S,D/2,2]
@@ -349,6 +387,10 @@ class _LoopedDecoder(LoopedLM):
         cs = tab[positions]                                  # [B,S,D/2,2]
         return cs[..., 0], cs[..., 1]
 
+    def weight_groups(self):
+        m = self.model
+        return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm], rows=m.embed_tokens)
+
     def loop_states(self, input_ids, positions=None, cache=None):
         "The normalised state after every loop (the last one is the readout)."
         ctx = self._ctx(input_ids, positions, cache)
@@ -365,10 +407,10 @@ class _LoopedDecoder(LoopedLM):
         return self.loop_states(input_ids, positions, cache)[-1]
 
 class NanbeigeLM(_LoopedDecoder):
-    family = "nanbeige"
+    "Nanbeige4.2: the looped decoder with Llama blocks."
 
 class OuroLM(_LoopedDecoder):
-    family = "ouro"
+    "Ouro: sandwich-normed blocks and a frozen early-exit gate."
     block_cls = OuroBlock
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
@@ -384,13 +426,12 @@ class OuroLM(_LoopedDecoder):
         return p
 
 # %% ../nbs/02_models.ipynb #7496a61d
-PROVIDERS = {"huginn_raven": HuginnLM, "ouro": OuroLM, "nanbeige": NanbeigeLM}
-
 def build_model(cfg: LoopedConfig, role: str = "actor", device=None, dtype=None) -> LoopedLM:
     "A provider of `cfg.family` for `role` ('actor' or 'critic'), optionally on `device` / in `dtype`."
+    provider = get_family(cfg.family).provider
     if device is not None:
-        with torch.device(device): m = PROVIDERS[cfg.family](cfg, role)
-    else: m = PROVIDERS[cfg.family](cfg, role)
+        with torch.device(device): m = provider(cfg, role)
+    else: m = provider(cfg, role)
     return m.to(dtype) if dtype is not None else m
 
 # %% ../nbs/02_models.ipynb #1f7ed210

@@ -12,14 +12,14 @@ import torch
 from .config import LoopedConfig
 from .models import LoopedLM, build_model, recompute
 from .hf import load_into, read_tensors, export_tensors, state_digest
-from .latents import sequence_latents
 from . import objectives as O
 from .state import skip_restore
 from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents', 'response_hidden',
-           'response_logits', 'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics', 'build_trainer']
+           'response_logits', 'response_logprobs', 'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics',
+           'build_trainer']
 
 # %% ../nbs/08_trainer.ipynb #3cbe21c1
 ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
@@ -208,16 +208,14 @@ class SequenceBatch:
                              self.lengths[idx], [self.seeds[i] for i in idx])
 
 # %% ../nbs/08_trainer.ipynb #701ccd79
-def replay_latents(cfg: LoopedConfig, b: SequenceBatch, dtype, device):
-    "Each row's initial recurrent states for positions 0…S−1 from its seed (Huginn); None otherwise."
-    if not cfg.is_huginn: return None
-    S = b.ids.shape[1]
-    return torch.stack([sequence_latents(cfg.hidden_size, s, S) for s in b.seeds]).to(device=device, dtype=dtype)
+def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
+    "Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has none)."
+    return model.sequence_states(b.seeds, [b.ids.shape[1]] * len(b.seeds), dtype, device)
 
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     p = next(model.parameters())
-    h = model(b.ids, latents=replay_latents(model.cfg, b, p.dtype, p.device))
+    h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device))
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
 
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
@@ -225,6 +223,10 @@ def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
     h = response_hidden(actor, b)
     # divide by a device tensor, as the engine does (a Python scalar may become a multiply by 1/T on GPUs)
     return actor.logits(h) / torch.full((1, 1, 1), temperature, dtype=torch.float32, device=h.device)
+
+def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chunk_size: int | None = 8192):
+    "The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and verify)."
+    return O.selected_logprobs(response_logits(actor, b, temperature), b.actions, chunk_size)
 
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
@@ -279,7 +281,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
     out = torch.zeros_like(b.mask)
     for rows in self._micro(list(range(len(b.seeds)))):
         sb = b.rows(rows)
-        out[rows] = O.selected_logprobs(response_logits(self.actor.model, sb, self.s.temperature), sb.actions, self.s.kl_chunk_size)
+        out[rows] = response_logprobs(self.actor.model, sb, self.s.temperature, self.s.kl_chunk_size)
     return out
 
 @patch

@@ -13,8 +13,9 @@ from fastcore.script import call_parse
 from .config import load_config, ConfigError
 from .models import LoopedLM, param_count
 from .hf import load_checkpoint, CheckpointError
-from .latents import sequence_latents, check_trace, LATENT_PROFILE, dtype_name
-from .engine import Engine, Request, Completion, PublicationError, processed_logprobs
+from .latents import check_trace, dtype_name
+from .engine import Engine, Request, Completion, PublicationError
+from .trainer import SequenceBatch, response_logprobs
 
 # %% auto #0
 __all__ = ['DTYPES', 'replay_logprobs', 'VerifyInputError', 'parity_bound', 'verify_checkpoint', 'main']
@@ -22,14 +23,11 @@ __all__ = ['DTYPES', 'replay_logprobs', 'VerifyInputError', 'parity_bound', 'ver
 # %% ../nbs/04a_verify.ipynb #f1820b9a
 @torch.no_grad()
 def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
-    "The processed log-probs [n] of `completion`'s tokens under `model`, from one full-sequence forward."
+    "The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch."
     cfg, p = model.cfg, next(model.parameters())
     check_trace(completion.trace, family=cfg.family, depth=cfg.depth)
-    P, toks = len(completion.prompt_ids), list(completion.tokens)
-    ids = torch.tensor([list(completion.prompt_ids) + toks[:-1]], device=p.device)
-    lat = sequence_latents(cfg.hidden_size, completion.trace.seed, ids.shape[1], dtype=p.dtype, device=p.device)[None] if cfg.is_huginn else None
-    h = model(ids, latents=lat)[0, P - 1:]
-    return processed_logprobs(model.logits(h), torch.tensor(toks, device=p.device), completion.temperature)
+    b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed], device=p.device)
+    return response_logprobs(model, b, completion.temperature)[0, :len(completion.tokens)]
 
 # %% ../nbs/04a_verify.ipynb #80d615a1
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -74,7 +72,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 params=param_count(replay), kv_planes=cfg.kv_planes, depth=cfg.depth, depth_key=cfg.depth_key,
                 layers=dict(prelude=cfg.n_prelude, core=cfg.n_core, coda=cfg.n_coda), hidden_size=cfg.hidden_size,
                 heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
-                tie_embeddings=cfg.tie_embeddings, latent_profile=LATENT_PROFILE if cfg.is_huginn else None,
+                tie_embeddings=cfg.tie_embeddings, latent_profile=replay.latent_profile,
                 seed=seed, temperature=temperature, torch=torch.__version__)
 
 # %% ../nbs/04a_verify.ipynb #b6989553

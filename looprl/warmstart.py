@@ -10,7 +10,8 @@ import argparse, hashlib, json, math, os, shutil, sys, tempfile, time, platform
 from contextlib import contextmanager
 from pathlib import Path
 import torch, torch.nn.functional as F
-from .config import ASSETS, FAMILIES, tiny_config
+from .config import tiny_config
+from .registry import default_family, family_names, get_family
 from .models import build_model, init_weights, param_count, LoopedLM
 from .latents import sequence_latents
 from .data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor, build_char_tokenizer,
@@ -28,8 +29,8 @@ __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 
            'build', 'main']
 
 # %% ../nbs/03c_warmstart.ipynb #7fff0acc
-EMBEDDED_MODELS = {"huginn_raven": ASSETS / "tiny-huginn", "ouro": ASSETS / "tiny-ouro", "nanbeige": ASSETS / "tiny-nanbeige"}
-EMBEDDED_MODEL = EMBEDDED_MODELS["huginn_raven"]
+EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
+EMBEDDED_MODEL = default_family().embedded
 WARMSTART_RECORD = "warmstart.json"
 
 # %% ../nbs/03c_warmstart.ipynb #3ae28481
@@ -54,7 +55,7 @@ def example_seed(seed: int, step: int, index: int, domain: str = "train") -> int
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
 # %% ../nbs/03c_warmstart.ipynb #f44b33a2
-def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], cfg):
+def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], model: LoopedLM):
     "(ids [B,S], targets [B,S] with -100 off the response, latents [B,S,E] in FP32 or None) for `examples`."
     S = max(len(ids) for ids, _ in examples)
     ids = torch.full((len(examples), S), PAD_ID, dtype=torch.int64)
@@ -62,12 +63,12 @@ def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], cfg):
     for b, (x, n) in enumerate(examples):
         ids[b, :len(x)] = torch.tensor(x)
         tgt[b, n - 1:len(x) - 1] = torch.tensor(x[n:])
-    lat = torch.stack([sequence_latents(cfg.hidden_size, s, S, cache=None) for s in seeds]) if cfg.is_huginn else None
+    lat = model.sequence_states(seeds, [S] * len(seeds), torch.float32, "cpu")      # the initial states the model declares
     return ids, tgt, lat
 
 def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
     "Mean cross-entropy of the response tokens under teacher forcing."
-    logits = model.logits(model(ids, latents=lat) if model.cfg.is_huginn else model(ids))
+    logits = model.logits(model(ids, latents=lat))
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
 
 # %% ../nbs/03c_warmstart.ipynb #1716dadb
@@ -95,24 +96,24 @@ def dev_accuracy(model: LoopedLM, tok, dev_rows: list[dict], seed: int = 0) -> f
     return r["greedy_accuracy"]
 
 # %% ../nbs/03c_warmstart.ipynb #0c60f83f
-def warmstart(family: str = "huginn_raven", max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
+def warmstart(family: str | None = None, max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
               batch_size: int = BATCH_SIZE, lr: float = LR, warmup: int = WARMUP, check_every: int = CHECK_EVERY,
               data=WARMSTART_DATA, log=None) -> tuple[LoopedLM, dict]:
-    "Warm-start a tiny model of `family`: supervised steps until dev greedy accuracy ≥ `target` (None: all `max_steps`)."
+    "Warm-start a tiny model of `family` (default: the default family): supervised steps until dev greedy accuracy ≥ `target` (None: all `max_steps`)."
     if max_steps < 1 or batch_size < 1 or check_every < 1: raise ValueError(f"max_steps, batch_size and check_every must be ≥ 1")
     with torch_threads(1):
         torch.manual_seed(seed)
         tok = build_char_tokenizer(TINY_ALPHABET)
         train_rows, dev_rows = split_dev(load_prompts(data))
         examples = [encode_example(tok, r) for r in train_rows]
-        cfg = tiny_config(family)
+        cfg = tiny_config(family or default_family().name)
         model = init_weights(build_model(cfg), seed=seed, std=INIT_STD).train()
         opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
         cursor, losses, dev, t0 = PromptCursor(len(examples), seed), [], [], time.perf_counter()
         for step in range(max_steps):
             for g in opt.param_groups: g["lr"] = lr_at(step, lr, warmup)
             idx = cursor.take(batch_size)
-            ids, tgt, lat = make_batch([examples[i] for i in idx], [example_seed(seed, step, i) for i in range(batch_size)], cfg)
+            ids, tgt, lat = make_batch([examples[i] for i in idx], [example_seed(seed, step, i) for i in range(batch_size)], model)
             loss = answer_loss(model, ids, tgt, lat)
             opt.zero_grad(set_to_none=True); loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
@@ -143,11 +144,12 @@ def heldout_record(ck: Path, precision: str, spec: EvalSpec = EvalSpec()) -> dic
     return {k: v for k, v in r.items() if k not in ("model", "data")} | dict(eval_s=round(time.perf_counter() - t0, 1))
 
 # %% ../nbs/03c_warmstart.ipynb #3eb9a878
-def build(out, family: str = "huginn_raven", max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
+def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
           batch_size: int = BATCH_SIZE, lr: float = LR, evaluate_model: bool = True, log=None) -> dict:
     "Warm-start, save in FP16 with the tokenizer, evaluate on the held-out split and record, atomically at `out`."
     out = check_output(out)
-    if family not in FAMILIES: raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(FAMILIES)}")
+    family = family or default_family().name
+    if family not in family_names(): raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
     t0 = time.perf_counter()
     model, tl = warmstart(family, max_steps, target, seed, batch_size, lr, log=log)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +183,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m looprl.warmstart", description=main.__doc__)
     ap.error = lambda m: cli_fail(f"looprl.warmstart: {m}")
     ap.add_argument("out", help="output directory: must not exist, or be empty")
-    ap.add_argument("--family", default="huginn_raven", help=f"one of {', '.join(FAMILIES)} (default huginn_raven)")
+    ap.add_argument("--family", default=default_family().name, help=f"one of {', '.join(family_names())} (default {default_family().name})")
     ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"supervised steps at most (default {MAX_STEPS})")
     ap.add_argument("--target-accuracy", type=float, default=TARGET, help=f"stop at this dev greedy accuracy (default {TARGET})")
     ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")

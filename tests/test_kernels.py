@@ -63,7 +63,7 @@ def _checks(device: str):
         cfg = tiny_config(fam)
         m = init_weights(build_model(cfg, device=device), seed=3, perturb_norms=True).eval()
         ids = torch.randint(0, cfg.vocab_size, (2, 9), generator=g).to(device)
-        lat = torch.stack([sequence_latents(cfg.hidden_size, s, 9) for s in (5, 6)]).to(device) if cfg.is_huginn else None
+        lat = m.sequence_states([5, 6], [9, 9], torch.float32, device)
         with torch.no_grad():
             m.fused_decode = False; plain = decode_logits(m, ids, lat, prefill=4)
             m.fused_decode = True; fused = decode_logits(m, ids, lat, prefill=4); again = decode_logits(m, ids, lat, prefill=4)
