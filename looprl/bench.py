@@ -6,15 +6,16 @@ Docs: https://looprl.github.io/looprl/bench.html.md"""
 
 # %% ../nbs/14_bench.ipynb #9b07aeff
 from __future__ import annotations
-import argparse, json, os, platform, shlex, subprocess, sys, time
+import json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
+from .cli import UsageError, command_parser, error_message, fail
 from .config import preset_config
+from .precision import PRECISIONS
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication',
-           'bench_publication_nccl', 'BenchInputError', 'phase_order', 'run_phase', 'read_ledger', 'bench_phases',
-           'main']
+           'bench_publication_nccl', 'phase_order', 'run_phase', 'read_ledger', 'bench_phases', 'bench_digest', 'main']
 
 # %% ../nbs/14_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -169,9 +170,6 @@ def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", 
                 total_s=med, runs=rows, digest=rows[-1]["digest"])
 
 
-class BenchInputError(ValueError):
-    "Bad benchmark input (a missing model, a foreign ledger); `python -m looprl.bench` prints it as one line, exit status 2."
-
 PHASE_MODES = {"eager": (), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
 
 def phase_order(pairs: int) -> list:
@@ -182,7 +180,7 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
     "One complete run of `python -m looprl.train` in a fresh process; its wall time and what its summary and metrics say."
     import shutil, statistics, subprocess
     from looprl.plots import read_metrics
-    if not Path(model).is_dir(): raise BenchInputError(f"--model {model}: no such checkpoint directory")
+    if not Path(model).is_dir(): raise UsageError(f"--model {model}: no such checkpoint directory")
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "looprl.train", "--model", str(model), "--algorithm", algorithm, "--device", device,
            "--updates", str(updates), "--output", str(out), "--no-progress", "--no-eval", *PHASE_MODES[mode], *extra]
@@ -206,8 +204,8 @@ def read_ledger(path: Path) -> list[dict]:
     runs = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         try: runs.append(json.loads(line))
-        except json.JSONDecodeError as e: raise BenchInputError(f"{path}, line {n}: not a JSON run record ({e.msg})") from None
-        if not isinstance(runs[-1], dict): raise BenchInputError(f"{path}, line {n}: not a JSON object")
+        except json.JSONDecodeError as e: raise UsageError(f"{path}, line {n}: not a JSON run record ({e.msg})") from None
+        if not isinstance(runs[-1], dict): raise UsageError(f"{path}, line {n}: not a JSON object")
     return runs
 
 def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
@@ -224,9 +222,9 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
     order = phase_order(pairs)
     for n, r in enumerate(runs, 1):
         if r.get("setting") != setting:
-            raise BenchInputError(f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
+            raise UsageError(f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
         if (r.get("index"), r.get("mode")) != (n - 1, order[n - 1] if n <= len(order) else None):
-            raise BenchInputError(f"{ledger}, line {n}: run {r.get('index')} ({r.get('mode')}) is out of the order {order}")
+            raise UsageError(f"{ledger}, line {n}: run {r.get('index')} ({r.get('mode')}) is out of the order {order}")
     first = len(runs)
     for i in range(first, len(order) if max_runs is None else min(len(order), first + max_runs)):
         rec = dict(index=i, mode=order[i], setting=setting,
@@ -247,11 +245,46 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
     res["runs"] = runs
     return res
 
+# %% ../nbs/14_bench.ipynb #566ab038
+def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes: int = 1 << 26, repeats: int = 3,
+                 cpu: bool = True, threads: int = 16) -> dict:
+    "Seconds and GB/s of the GPU and CPU digest paths over `nbytes` of random FP16 tensors on `device`; whether they agree."
+    from looprl.hf import tensor_leaves, digest_from_leaves
+    from looprl.gpu_digest import triton
+    dev = torch.device(device)
+    if nbytes % 2: raise ValueError(f"nbytes must be even (FP16 tensors), got {nbytes}")
+    gpu = dev.type == "cuda"
+    if gpu and triton is None: raise RuntimeError("GPU digests need Triton, which is not installed")
+    sizes = [tensor_bytes] * (nbytes // tensor_bytes) + ([nbytes % tensor_bytes] if nbytes % tensor_bytes else [])
+    gen = torch.Generator(device=dev).manual_seed(0)
+    tensors = {f"t{i:04d}": torch.randint(-2**15, 2**15, (s // 2,), dtype=torch.int16, device=dev, generator=gen).view(torch.float16)
+               for i, s in enumerate(sizes)}
+    sync = (lambda: torch.cuda.synchronize(dev)) if gpu else (lambda: None)
+    def timed(**kw):
+        sync(); t = time.perf_counter(); d = digest_from_leaves(tensor_leaves(tensors, threads, **kw)); sync()
+        return time.perf_counter() - t, d
+    out = dict(bytes=nbytes, tensors=len(tensors), device=str(dev), gpu_first_s=None, gpu_s=None, gpu_all_s=None, gpu_gbps=None,
+               cpu_s=None, cpu_gbps=None, speedup=None, equal=None, digest=None)
+    if gpu:
+        out["gpu_first_s"], out["digest"] = timed()
+        runs = [timed() for _ in range(repeats)]
+        out["gpu_all_s"] = [s for s, _ in runs]
+        out["gpu_s"] = sorted(out["gpu_all_s"])[len(runs) // 2]
+        out["gpu_gbps"] = nbytes / out["gpu_s"] / 1e9
+        assert all(d == out["digest"] for _, d in runs)
+    if cpu:
+        out["cpu_s"], d = timed(gpu=False)
+        out["cpu_gbps"] = nbytes / out["cpu_s"] / 1e9
+        out["equal"] = d == out["digest"] if gpu else None
+        out["digest"] = out["digest"] or d
+        if gpu: out["speedup"] = out["cpu_s"] / out["gpu_s"]
+    return out
+
 # %% ../nbs/14_bench.ipynb #92373ad8
 def main(argv=None):
     "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m looprl.bench", description=main.__doc__)
+    ap = command_parser("bench", main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rollout"); r.add_argument("--model"); r.add_argument("--preset", default=None)
     r.add_argument("--batch-sizes", default="1,8,32,64"); r.add_argument("--context", type=int, default=256)
@@ -283,7 +316,7 @@ def main(argv=None):
     def dispatch():
         if a.cmd == "rollout":
             from looprl.engine import bench_rollout
-            dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[a.dtype]
+            dt = PRECISIONS[a.dtype]
             dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
             src = a.preset or a.model or "huginn-0125"
             res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=dt,
@@ -302,7 +335,6 @@ def main(argv=None):
             if a.transport == "nccl": res = bench_publication_nccl(a.preset, repeats=a.repeats); name = f"publication-{a.preset}-nccl"
             else: res = bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir); name = f"publication-{a.preset}"
         elif a.cmd == "digest":
-            from looprl.gpu_digest import bench_digest
             res = bench_digest(a.bytes, a.device); name = "digest"
         elif a.cmd == "phases":
             res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device, a.max_runs, a.ledger)
@@ -320,8 +352,7 @@ def main(argv=None):
             res = bench_flow_kl(); name = "flow_kl_memory"
         return name, res
     try: name, res = dispatch()
-    except BenchInputError as e:
-        print(f"looprl.bench {a.cmd}: {e}", file=sys.stderr); sys.exit(2)
+    except UsageError as e: fail("bench", f"{a.cmd}: {error_message(e)}")
     path = write_result(name, res, a.out, argv)
     print(json.dumps(res, indent=1, default=str)); print(f"wrote {path}", file=sys.stderr)
 

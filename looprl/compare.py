@@ -6,9 +6,10 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 
 # %% ../nbs/12_compare.ipynb #773474e4
 from __future__ import annotations
-import argparse, json, math, struct, sys, traceback
+import json, math, struct, sys
 from pathlib import Path
 import torch
+from .cli import UsageError, command_parser, refuse_bad_input
 from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics
 
 # %% auto #0
@@ -17,7 +18,7 @@ __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS'
            'setting_differences', 'compare_runs', 'format_table', 'main']
 
 # %% ../nbs/12_compare.ipynb #02b30a5e
-class CompareError(ValueError):
+class CompareError(UsageError):
     "Input `compare` cannot read: not a run directory, no complete checkpoint, an unreadable file; the message names it."
 
 def _read(f: Path, how):
@@ -309,21 +310,15 @@ def format_table(report: dict) -> str:
     return "\n".join(head + lines + ["", report["verdict"]])
 
 # %% ../nbs/12_compare.ipynb #934ee184
-def _fail(message: str):
-    print(f"looprl.compare: {message}", file=sys.stderr)
-    sys.exit(2)
-
 def main(argv=None):
     "Compare two run directories field by field; exit 0 only if they are equal, 1 if they differ, 2 if they cannot be compared."
-    ap = argparse.ArgumentParser(prog="python -m looprl.compare", description=main.__doc__)
+    ap = command_parser("compare", main.__doc__)
     ap.add_argument("run_a"); ap.add_argument("run_b")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
     ap.add_argument("--ignore", nargs="+", action="extend", default=[], metavar="FIELD", help=f"fields not to compare: {', '.join(FIELDS)}")
-    ap.error = _fail
     args = ap.parse_args(argv)
-    try: report = compare_runs(args.run_a, args.run_b, ignore=args.ignore)
-    except CompareError as e: _fail(str(e))
-    except Exception: traceback.print_exc(); sys.exit(2)       # a failure to compare, never a difference
+    with refuse_bad_input("compare", f"cannot compare {args.run_a} with {args.run_b}", errors=(Exception,)):   # a failure to compare, never a difference
+        report = compare_runs(args.run_a, args.run_b, ignore=args.ignore)
     print(json.dumps(report, indent=1) if args.json else format_table(report))
     sys.exit(0 if report["equal"] else 1)
 

@@ -18,191 +18,14 @@ import looprl
 from .config import LoopedConfig, load_config, preset_config
 from .models import build_model, init_weights, KVCache, LoopedLM
 from . import kernels as K
-from .hf import check_tensors, checkpoint_files, submit_blocks, gather_blocks, leaf_from_blocks, digest_from_leaves, CheckpointError
+from .hf import checkpoint_files, CheckpointError
 from .latents import environment_fingerprint, LatentTrace
-from .objectives import selected_logprobs
+from .records import Request, Completion, check_requests
+from .sampling import sample_tokens, processed_logprobs
+from .publication import Publication, PublicationError
 
 # %% auto #0
-__all__ = ['M32', 'Request', 'check_requests', 'hash_uniform', 'processed_logprobs', 'sample_tokens', 'Completion',
-           'PublicationError', 'Publication', 'Engine', 'DecodeGraph', 'decode_bytes', 'bench_rollout',
-           'profile_decode', 'bench_matmuls']
-
-# %% ../nbs/04_engine.ipynb #04c4104f
-@dataclass(frozen=True)
-class Request:
-    "One completion to generate: prompt ids, the completion seed, the token budget, temperature (0: greedy) and stop ids."
-    prompt_ids: Sequence[int]
-    seed: int
-    max_new_tokens: int
-    temperature: float = 1.0
-    stop_ids: tuple = ()
-
-def _int(x):
-    if isinstance(x, bool): raise TypeError
-    return operator.index(x)
-
-def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int):
-    "Refuse the first invalid request with a ValueError that names its index and field."
-    V = cfg.vocab_size
-    for i, r in enumerate(requests):
-        at = f"request {i}"
-        if not isinstance(r, Request): raise ValueError(f"{at}: expected a Request, got {type(r).__name__}")
-        try: seed = _int(r.seed)
-        except TypeError: raise ValueError(f"{at}: seed must be an int, got {r.seed!r}") from None
-        if not 0 <= seed < 2**63: raise ValueError(f"{at}: seed must be in [0, 2**63), got {seed}")
-        try: n = _int(r.max_new_tokens)
-        except TypeError: raise ValueError(f"{at}: max_new_tokens must be an int, got {r.max_new_tokens!r}") from None
-        if n < 1: raise ValueError(f"{at}: max_new_tokens must be ≥ 1, got {n}")
-        t = r.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"{at}: temperature must be a finite number ≥ 0 (0: greedy), got {t!r}")
-        if len(r.prompt_ids) == 0: raise ValueError(f"{at}: prompt_ids is empty")
-        for field, ids in (("prompt_ids", r.prompt_ids), ("stop_ids", r.stop_ids)):
-            for j, x in enumerate(ids):
-                try: x = _int(x)
-                except TypeError: raise ValueError(f"{at}: {field}[{j}] must be an int token id, got {x!r}") from None
-                if not 0 <= x < V: raise ValueError(f"{at}: {field}[{j}] = {x} is outside the vocabulary [0, {V})")
-        P = len(r.prompt_ids)
-        if P + n > max_len:
-            raise ValueError(f"{at}: prompt of {P} tokens + max_new_tokens {n} = {P + n} positions exceeds the engine's max_len {max_len}")
-
-# %% ../nbs/04_engine.ipynb #1b9c4f46
-M32 = 0xFFFFFFFF
-
-def _mul32(x, c: int):
-    "(x · c) mod 2³² for int64 x < 2³² and a constant c < 2³²; every intermediate is < 2⁴⁹."
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
-
-def _rotl32(x, r: int): return ((x << r) & M32) | (x >> (32 - r))
-
-def _mix_word(k):
-    "MurmurHash3's scrambling of one 32-bit input word."
-    return _mul32(_rotl32(_mul32(k, 0xCC9E2D51), 15), 0x1B873593)
-
-def _absorb(h, k_mixed):
-    "One MurmurHash3 block round: absorb a scrambled word into the state `h`."
-    return (_rotl32(h ^ k_mixed, 13) * 5 + 0xE6546B64) & M32
-
-def _fmix32(h):
-    h = h ^ (h >> 16); h = _mul32(h, 0x85EBCA6B)
-    h = h ^ (h >> 13); h = _mul32(h, 0xC2B2AE35)
-    return h ^ (h >> 16)
-
-def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    "u[b, v] ∈ (0, 1), float64: MurmurHash3 of (seed_b low, seed_b high, position_b, v); seeds, positions int64 [B]."
-    s = seeds.to(torch.int64)
-    h = torch.zeros_like(s)
-    for word in (s & M32, s >> 32, positions.to(torch.int64) & M32):   # per-row prefix, [B]
-        h = _absorb(h, _mix_word(word))
-    v = torch.arange(vocab_size, device=s.device, dtype=torch.int64)
-    h = _fmix32(_absorb(h[:, None], _mix_word(v)[None, :]) ^ 16)       # 16 = key length in bytes
-    return ((h >> 8).to(torch.float64) + 0.5) / 2**24
-
-# %% ../nbs/04_engine.ipynb #aa44e267
-def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) -> torch.Tensor:
-    "log_softmax(logits / T) at `tokens`, in FP32: `objectives.selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
-    T = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
-    z = logits.float() / T[..., None] if T.dim() else logits.float() / T
-    return selected_logprobs(z, tokens.to(torch.int64))
-
-def sample_tokens(logits, seeds, positions, temperatures):
-    """Gumbel-max sample of one token per row from softmax(logits / T), or the argmax where T = 0 (greedy):
-    (tokens int64 [B], processed log-probs FP32 [B]; a greedy row's is log_softmax(logits) at its token)."""
-    greedy = temperatures == 0
-    T = torch.where(greedy, 1.0, temperatures.to(torch.float32))
-    z = logits.float() / T[:, None]
-    g = -torch.log(-torch.log(hash_uniform(seeds, positions, z.shape[-1])))
-    tok = (z.to(torch.float64) + g.masked_fill(greedy[:, None], 0.0)).argmax(-1)
-    return tok, processed_logprobs(logits, tok, T)
-
-# %% ../nbs/04_engine.ipynb #52e156ac
-@dataclass
-class Completion:
-    "A generated completion, with what the trainer needs to replay its log-probs."
-    prompt_ids: list
-    tokens: list
-    finish_reason: str           # "stop" (the stop token is the last of `tokens`) or "length"
-    logprobs: list               # processed: log_softmax(logits / temperature) at each token, FP32
-    depths: list                 # recurrence depth of each generated token
-    trace: LatentTrace
-    policy_version: int
-    publication_digest: str
-    seed: int
-    temperature: float
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return {**d, "trace": self.trace.to_dict()}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Completion":
-        return cls(**{**d, "trace": LatentTrace.from_dict(d["trace"])})
-
-# %% ../nbs/04_engine.ipynb #0a771330
-class PublicationError(ValueError):
-    "A publication the engine refuses; the engine keeps serving its committed version."
-
-class Publication:
-    "One open publication: staged copies of the received tensors, their digest leaves, and the checks."
-    def __init__(self, model: LoopedLM, version: int):
-        self.model, self.version = model, version
-        self.staged, by_storage = {}, {}
-        fixed = model.fixed_buffers()
-        for n, t in model.state_dict().items():     # tied aliases share one staging buffer; fixed buffers are checked on the CPU
-            self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n in fixed else t.device))
-        self.alias_group = {n: group for group in model.tied_aliases() for n in group}
-        self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
-        self.on_gpu = {}        # name -> CUDA tensor whose blocks are hashed at check(), in one launch per device
-
-    @torch.no_grad()
-    def receive(self, chunk: Mapping[str, torch.Tensor]):
-        "Check, hash (or queue for the GPU) and stage one chunk of named tensors."
-        src = f"publication {self.version}"
-        for name, t in chunk.items():
-            if name in self.blocks: raise PublicationError(f"{src}: tensor {name} was already received")
-            if name not in self.staged: raise PublicationError(f"{src}: unexpected tensor {name}")
-            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-                raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
-            if t.shape != self.staged[name].shape:
-                raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected {list(self.staged[name].shape)}")
-            other = next((a for a in self.alias_group.get(name, ()) if a != name and a in self.blocks), None)
-            if other is not None:       # a later alias of a tied tensor: equal to what was sent first, or refused
-                first = self.sent[other]          # compared as sent, before any cast to the engine's dtype
-                if t.dtype != first.dtype or not torch.equal(t.to(first.device), first):
-                    raise PublicationError(f"{src}: tied {name} differs from {other}")
-                self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
-            else:
-                stage, on = self.staged[name], None
-                if t.is_cuda:           # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
-                    from looprl.gpu_digest import usable
-                    on = stage if stage.dtype == t.dtype and stage.is_cuda else t
-                    if not usable(on): on = None
-                if on is not None: self.blocks[name], self.on_gpu[name] = name, on
-                else: self.blocks[name] = submit_blocks(t, self.pool)  # hashed on the pool while the next tensor copies
-                if name in self.alias_group: self.sent[name] = t
-                stage.copy_(t)
-            self.meta[name] = (t.dtype, tuple(t.shape))
-
-    def check(self) -> str:
-        "Refuse an incomplete or inconsistent publication; return its digest."
-        src = f"publication {self.version}"
-        try: check_tensors(self.model, {n: self.staged[n] for n in self.blocks}, src)
-        except CheckpointError as e: raise PublicationError(str(e)) from None
-        gpu = {}
-        if self.on_gpu:
-            from looprl.gpu_digest import block_digests
-            gpu = block_digests(self.on_gpu)
-        blocks = lambda b: gpu[b] if isinstance(b, str) else gather_blocks(b)   # a GPU name, or pool futures
-        return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], blocks(b)) for n, b in self.blocks.items()})
-
-    @torch.no_grad()
-    def apply(self):
-        "Copy the staged tensors into the live model, in place (captured CUDA graphs keep working)."
-        for n, t in self.model.state_dict().items(): t.copy_(self.staged[n])
-        dev = next(self.model.parameters()).device
-        if dev.type == "cuda": torch.cuda.synchronize(dev)
-
-    def close(self): self.pool.shutdown(wait=False); self.staged, self.sent, self.on_gpu = {}, {}, {}
+__all__ = ['Engine', 'DecodeGraph', 'decode_bytes', 'bench_rollout', 'profile_decode', 'bench_matmuls']
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def _memory_available(device: torch.device) -> int:
@@ -246,75 +69,84 @@ class Engine:
     @property
     def committed_digest(self) -> str | None: return self._digest
 
-    # --- publication transaction -------------------------------------------------------------
-    def begin_publication(self, version: int):
-        "Open a publication of `version` (> the committed version, or equal to it for an idempotent re-send)."
-        if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is already open: commit or abort it first")
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise PublicationError(f"publication version must be an int ≥ 0, got {version!r}")
-        if self._version is not None and version < self._version:
-            raise PublicationError(f"publication version {version} is older than the committed version {self._version}: versions strictly increase")
-        self._pub = Publication(self.model, version)
+# %% ../nbs/04_engine.ipynb #e1a20002
+@patch
+def begin_publication(self: Engine, version: int):
+    "Open a publication of `version` (> the committed version, or equal to it for an idempotent re-send)."
+    if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is already open: commit or abort it first")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise PublicationError(f"publication version must be an int ≥ 0, got {version!r}")
+    if self._version is not None and version < self._version:
+        raise PublicationError(f"publication version {version} is older than the committed version {self._version}: versions strictly increase")
+    self._pub = Publication(self.model, version)
 
-    def _open(self) -> Publication:
-        if self._pub is None: raise PublicationError("no publication is open: call begin_publication(version) first")
-        return self._pub
+@patch
+def _open(self: Engine) -> Publication:
+    if self._pub is None: raise PublicationError("no publication is open: call begin_publication(version) first")
+    return self._pub
 
-    def receive(self, chunk: Mapping[str, torch.Tensor]):
-        "Stage one chunk of the open publication; any error aborts it."
-        pub = self._open()
-        try: pub.receive(chunk)
-        except BaseException: self.abort(); raise
+@patch
+def receive(self: Engine, chunk: Mapping[str, torch.Tensor]):
+    "Stage one chunk of the open publication; any error aborts it."
+    pub = self._open()
+    try: pub.receive(chunk)
+    except BaseException: self.abort(); raise
 
-    def commit(self, digest: str | None = None) -> str:
-        "Check the open publication, compare digests, copy it into the model and make it the served policy."
-        pub = self._open()
-        try:
-            got = pub.check()
-            if digest is not None and digest != got:
-                raise PublicationError(f"publication {pub.version}: digest mismatch: the sender says {digest}, the received tensors hash to {got}")
-            if pub.version == self._version and got != self._digest:
-                raise PublicationError(f"conflicting publication at committed version {self._version}: digest {got} differs from the committed {self._digest}")
-            if pub.version == self._version and not self._torn: return got       # an identical re-send: nothing changes
-            self._torn = True             # from the first copied tensor until the last, the live weights are a mix
-            pub.apply()
-            self._version, self._digest, self._torn = pub.version, got, False
-            return got
-        finally: self.abort()
+@patch
+def commit(self: Engine, digest: str | None = None) -> str:
+    "Check the open publication, compare digests, copy it into the model and make it the served policy."
+    pub = self._open()
+    try:
+        got = pub.check()
+        if digest is not None and digest != got:
+            raise PublicationError(f"publication {pub.version}: digest mismatch: the sender says {digest}, the received tensors hash to {got}")
+        if pub.version == self._version and got != self._digest:
+            raise PublicationError(f"conflicting publication at committed version {self._version}: digest {got} differs from the committed {self._digest}")
+        if pub.version == self._version and not self._torn: return got       # an identical re-send: nothing changes
+        self._torn = True             # from the first copied tensor until the last, the live weights are a mix
+        pub.apply()
+        self._version, self._digest, self._torn = pub.version, got, False
+        return got
+    finally: self.abort()
 
-    def abort(self):
-        "Drop the open publication (if any); the committed version keeps serving."
-        if self._pub is not None: self._pub.close()
-        self._pub = None
+@patch
+def abort(self: Engine):
+    "Drop the open publication (if any); the committed version keeps serving."
+    if self._pub is not None: self._pub.close()
+    self._pub = None
 
-    def publish(self, version: int, tensors_or_chunks, digest: str | None = None) -> str:
-        "begin + receive (one mapping, or an iterable of mappings) + commit; returns the digest."
-        self.begin_publication(version)
-        try:
-            for chunk in ([tensors_or_chunks] if isinstance(tensors_or_chunks, Mapping) else tensors_or_chunks): self.receive(chunk)
-            return self.commit(digest)
-        finally: self.abort()
+# %% ../nbs/04_engine.ipynb #e1a20004
+@patch
+def publish(self: Engine, version: int, tensors_or_chunks, digest: str | None = None) -> str:
+    "begin + receive (one mapping, or an iterable of mappings) + commit; returns the digest."
+    self.begin_publication(version)
+    try:
+        for chunk in ([tensors_or_chunks] if isinstance(tensors_or_chunks, Mapping) else tensors_or_chunks): self.receive(chunk)
+        return self.commit(digest)
+    finally: self.abort()
 
-    def publish_dir(self, version: int, path, digest: str | None = None) -> str:
-        "Publish a checkpoint directory: `model.safetensors`, or the shards listed in `model.safetensors.index.json`, one chunk per file."
-        path = Path(path)
-        try: files = checkpoint_files(path)
-        except CheckpointError as e: raise PublicationError(str(e)) from None
-        idx = path / "model.safetensors.index.json"
-        wmap = json.loads(idx.read_text())["weight_map"] if idx.exists() else None
-        def chunks():
-            for f in files:
-                with safe_open(str(f), framework="pt") as fh:
-                    names = set(fh.keys())
-                    if wmap is not None and names != {n for n, g in wmap.items() if g == f.name}:
-                        raise PublicationError(f"{f}: its tensors differ from those the manifest {idx.name} places in it")
-                    yield {n: fh.get_tensor(n) for n in names}
-        return self.publish(version, chunks(), digest)
+@patch
+def publish_dir(self: Engine, version: int, path, digest: str | None = None) -> str:
+    "Publish a checkpoint directory: `model.safetensors`, or the shards listed in `model.safetensors.index.json`, one chunk per file."
+    path = Path(path)
+    try: files = checkpoint_files(path)
+    except CheckpointError as e: raise PublicationError(str(e)) from None
+    idx = path / "model.safetensors.index.json"
+    wmap = json.loads(idx.read_text())["weight_map"] if idx.exists() else None
+    def chunks():
+        for f in files:
+            with safe_open(str(f), framework="pt") as fh:
+                names = set(fh.keys())
+                if wmap is not None and names != {n for n, g in wmap.items() if g == f.name}:
+                    raise PublicationError(f"{f}: its tensors differ from those the manifest {idx.name} places in it")
+                yield {n: fh.get_tensor(n) for n in names}
+    return self.publish(version, chunks(), digest)
 
-    def _check_ready(self):
-        if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is open: commit or abort it before generating")
-        if self._version is None: raise PublicationError("no committed publication: publish a complete policy before generating")
-        if self._torn: raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
+@patch
+def _check_ready(self: Engine):
+    if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is open: commit or abort it before generating")
+    if self._version is None: raise PublicationError("no committed publication: publish a complete policy before generating")
+    if self._torn: raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
 
 # %% ../nbs/04_engine.ipynb #9d159288
 def _cache_rows(cache: KVCache, n: int) -> KVCache:
@@ -347,6 +179,7 @@ def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
     self.stats["fallbacks" if self.cuda_graphs else "eager_steps"] += 1
     return _decode(self.model, tok, pos_d, lat, seeds_d, temps_d, _cache_rows(self.cache, B))
 
+# %% ../nbs/04_engine.ipynb #e1a20006
 @patch
 @torch.no_grad()
 def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
@@ -391,6 +224,7 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     self.stats["completions"] += B; self.stats["tokens"] += sum(length)
     return out
 
+# %% ../nbs/04_engine.ipynb #e1a20007
 @patch
 def generate(self: Engine, requests: Sequence[Request]) -> list[Completion]:
     "Completions for `requests`, in order, in static batches of up to `max_batch`, under the committed publication."

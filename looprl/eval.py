@@ -6,10 +6,11 @@ Docs: https://looprl.github.io/looprl/eval.html.md"""
 
 # %% ../nbs/11a_eval.ipynb #67d0ed0f
 from __future__ import annotations
-import argparse, hashlib, json, math, sys
+import hashlib, json, math, sys
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch
+from .cli import UsageError, command_parser, refuse_bad_input
 from .config import load_config, ConfigError
 from .hf import CheckpointError
 from .data import (HELDOUT_DATA, DataError, load_prompts, load_tokenizer, encode_text, decode_text)
@@ -104,8 +105,8 @@ def model_generate(model, max_batch: int = 64, max_len: int | None = None):
     return lambda reqs: [c.to_dict() for c in eng.generate([Request(**r) for r in reqs])]
 
 # %% ../nbs/11a_eval.ipynb #59eb742c
-class EvalInputError(ValueError):
-    "Bad input to looprl.eval; printed as one line, exit status 2."
+class EvalInputError(UsageError):
+    "Bad input to looprl.eval (a `looprl.cli.UsageError`); printed as one line, exit status 2."
 
 def policy_dir(path) -> Path:
     "The checkpoint to evaluate: `path` itself, or the newest policy a run exported."
@@ -141,13 +142,9 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward, publication_digest=eng.committed_digest)
 
 # %% ../nbs/11a_eval.ipynb #e3478516
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"looprl.eval: {message}", file=sys.stderr); sys.exit(2)
-
 def main(argv=None):
     "Entry point of `python -m looprl.eval PATH`: held-out accuracies of a checkpoint or a run's newest exported policy."
-    ap = _Parser(prog="python -m looprl.eval", description=main.__doc__)
+    ap = command_parser("eval", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, or a run directory (its newest exported policy)")
     ap.add_argument("--data", default=str(HELDOUT_DATA), help="JSONL of prompt/label rows (default: the embedded held-out split)")
     ap.add_argument("--samples", type=int, default=EvalSpec.samples, help="sampled completions per question (default 4)")
@@ -160,12 +157,10 @@ def main(argv=None):
     ap.add_argument("--reward", default=DEFAULT_REWARD, help=f"reward function as module:function (default {DEFAULT_REWARD})")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
-    try:
+    with refuse_bad_input("eval", errors=(ValueError,)):     # every looprl input error is a ValueError
         if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
         spec = EvalSpec(a.samples, a.temperature, a.seed, a.max_new_tokens)
         r = evaluate_model(a.path, a.data, spec, a.precision, a.device, a.reward, a.limit)
-    except (EvalInputError, ConfigError, CheckpointError, DataError, ValueError) as e:
-        print(f"looprl.eval: {e}", file=sys.stderr); sys.exit(2)
     r["summary"] = summary_line(r)
     print(json.dumps(r, indent=1) if a.json else f"{r['model']}: {r['summary']}")
 

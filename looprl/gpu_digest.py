@@ -10,7 +10,7 @@ import hashlib, os, time
 from typing import Mapping
 import numpy as np
 import torch
-from .hf import DIGEST_BLOCK, leaf_from_blocks
+from .digest import DIGEST_BLOCK, leaf_from_blocks
 try:
     import triton
     import triton.language as tl
@@ -18,7 +18,7 @@ except ImportError:
     triton = None
 
 # %% auto #0
-__all__ = ['SHA256_K', 'SHA256_H', 'block_table', 'usable', 'block_digests', 'leaves_on_device', 'bench_digest']
+__all__ = ['SHA256_K', 'SHA256_H', 'block_table', 'usable', 'block_digests', 'leaves_on_device']
 
 # %% ../nbs/03d_gpu_digest.ipynb #699afcb8
 def _primes(n: int) -> list[int]:
@@ -236,37 +236,3 @@ def leaves_on_device(tensors: Mapping[str, torch.Tensor]) -> dict[str, bytes]:
     "The `hf` leaf of every tensor, its 64 KiB blocks hashed on its device."
     d = block_digests(tensors)
     return {n: leaf_from_blocks(n, t.dtype, tuple(t.shape), d[n]) for n, t in tensors.items()}
-
-# %% ../nbs/03d_gpu_digest.ipynb #566ab038
-def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes: int = 1 << 26, repeats: int = 3,
-                 cpu: bool = True, threads: int = 16) -> dict:
-    "Seconds and GB/s of the GPU and CPU digest paths over `nbytes` of random FP16 tensors on `device`; whether they agree."
-    from looprl.hf import tensor_leaves, digest_from_leaves
-    dev = torch.device(device)
-    if nbytes % 2: raise ValueError(f"nbytes must be even (FP16 tensors), got {nbytes}")
-    gpu = dev.type == "cuda"
-    if gpu and triton is None: raise RuntimeError("GPU digests need Triton, which is not installed")
-    sizes = [tensor_bytes] * (nbytes // tensor_bytes) + ([nbytes % tensor_bytes] if nbytes % tensor_bytes else [])
-    gen = torch.Generator(device=dev).manual_seed(0)
-    tensors = {f"t{i:04d}": torch.randint(-2**15, 2**15, (s // 2,), dtype=torch.int16, device=dev, generator=gen).view(torch.float16)
-               for i, s in enumerate(sizes)}
-    sync = (lambda: torch.cuda.synchronize(dev)) if gpu else (lambda: None)
-    def timed(**kw):
-        sync(); t = time.perf_counter(); d = digest_from_leaves(tensor_leaves(tensors, threads, **kw)); sync()
-        return time.perf_counter() - t, d
-    out = dict(bytes=nbytes, tensors=len(tensors), device=str(dev), gpu_first_s=None, gpu_s=None, gpu_all_s=None, gpu_gbps=None,
-               cpu_s=None, cpu_gbps=None, speedup=None, equal=None, digest=None)
-    if gpu:
-        out["gpu_first_s"], out["digest"] = timed()
-        runs = [timed() for _ in range(repeats)]
-        out["gpu_all_s"] = [s for s, _ in runs]
-        out["gpu_s"] = sorted(out["gpu_all_s"])[len(runs) // 2]
-        out["gpu_gbps"] = nbytes / out["gpu_s"] / 1e9
-        assert all(d == out["digest"] for _, d in runs)
-    if cpu:
-        out["cpu_s"], d = timed(gpu=False)
-        out["cpu_gbps"] = nbytes / out["cpu_s"] / 1e9
-        out["equal"] = d == out["digest"] if gpu else None
-        out["digest"] = out["digest"] or d
-        if gpu: out["speedup"] = out["cpu_s"] / out["gpu_s"]
-    return out

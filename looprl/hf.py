@@ -14,62 +14,18 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from .config import LoopedConfig, load_config, tiny_config, ConfigError
 from .models import build_model, init_weights, LoopedLM
+from .atomic import atomic_dir
+from .digest import DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_blocks, leaf_from_blocks, tensor_leaf, digest_from_leaves
+from .precision import dtype_name
 
 # %% auto #0
-__all__ = ['DIGEST_BLOCK', 'DIGEST_RUN', 'DTYPE_NAMES', 'CheckpointError', 'submit_blocks', 'gather_blocks', 'leaf_from_blocks',
-           'tensor_leaf', 'digest_from_leaves', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors',
-           'save_checkpoint', 'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint',
-           'make_tiny_checkpoint', 'checkpoint_sha256']
+__all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
+           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'make_tiny_checkpoint',
+           'checkpoint_sha256']
 
 # %% ../nbs/03_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
     "A checkpoint directory or publication that does not match the model; the message names the tensor or file."
-
-# %% ../nbs/03_hf.ipynb #bc06efa0
-DIGEST_BLOCK = 1 << 16     # 64 KiB: the unit every digest hashes; one GPU lane or one step of a CPU run each
-DIGEST_RUN = 1 << 8        # blocks per CPU pool task (16 MiB)
-
-def _tensor_bytes(t: torch.Tensor):
-    return memoryview(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
-
-def _sha_run(mv, start: int, stop: int) -> list[bytes]:
-    "SHA-256 of each block of `mv` that starts in [start, stop) (an empty buffer has one empty block)."
-    return [hashlib.sha256(mv[i:i + DIGEST_BLOCK]).digest() for i in range(start, stop, DIGEST_BLOCK)]
-
-def _runs(n: int):
-    "(start, stop) of each pool task over `n` bytes."
-    step = DIGEST_BLOCK * DIGEST_RUN
-    return [(i, min(i + step, max(n, 1))) for i in range(0, max(n, 1), step)]
-
-def submit_blocks(t: torch.Tensor, pool) -> list:
-    """Copy `t`'s bytes to the CPU and submit the SHA-256 of its 64 KiB blocks to `pool`, `DIGEST_RUN` blocks
-    per task. Returns the futures; each gives a list of block digests, in order (see `gather_blocks`)."""
-    mv = _tensor_bytes(t)
-    return [pool.submit(_sha_run, mv, a, b) for a, b in _runs(len(mv))]
-
-def gather_blocks(futures) -> list[bytes]:
-    "The block digests of one tensor, in order, from the futures of `submit_blocks`."
-    return [d for f in futures for d in f.result()]
-
-def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
-    "A tensor's leaf: SHA-256 over its name, dtype, shape and the SHA-256 of each block of its bytes."
-    h = hashlib.sha256()
-    h.update(name.encode() + b"\0" + str(dtype).removeprefix("torch.").encode() + b"\0")
-    h.update(json.dumps(list(shape)).encode() + b"\0")
-    for d in block_digests: h.update(d)
-    return h.digest()
-
-def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
-    "The leaf of one tensor, on the CPU (runs of blocks hashed on `pool` when given)."
-    mv = _tensor_bytes(t)
-    runs = pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None else (_sha_run(mv, *r) for r in _runs(len(mv)))
-    return leaf_from_blocks(name, t.dtype, t.shape, [d for run in runs for d in run])
-
-def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
-    "The publication digest from per-tensor leaves: SHA-256 over (name, leaf) in name order."
-    h = hashlib.sha256()
-    for name in sorted(leaves): h.update(name.encode() + b"\0" + leaves[name])
-    return "sha256:" + h.hexdigest()
 
 # %% ../nbs/03_hf.ipynb #0b1f0adf
 def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: bool = True) -> dict[str, bytes]:
@@ -106,25 +62,6 @@ def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch
     return out
 
 # %% ../nbs/03_hf.ipynb #a5a38ef5
-DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
-
-def _umask() -> int:
-    m = os.umask(0); os.umask(m); return m
-
-def _atomic_dir(dst: Path):
-    "A private temporary sibling of `dst`, given the permissions a plain mkdir would have."
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
-    tmp.chmod(0o777 & ~_umask())
-    return tmp
-
-def _commit_dir(tmp: Path, dst: Path):
-    for f in tmp.iterdir():
-        with open(f, "rb") as fh: os.fsync(fh.fileno())
-        f.chmod(0o666 & ~_umask())
-    if dst.exists(): shutil.rmtree(dst)
-    os.replace(tmp, dst)
-
 def write_tensors(tensors: Mapping[str, torch.Tensor], dirpath: Path, max_shard_bytes: int | None = None):
     "Write `tensors` as model.safetensors, or as shards plus model.safetensors.index.json."
     names = sorted(tensors)
@@ -150,15 +87,10 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
     path = Path(path)
     tensors = export_tensors(model, dtype)
     dt = next(t.dtype for n, t in tensors.items() if n not in model.fixed_buffers())
-    tmp = _atomic_dir(path)
-    try:
-        raw = {**model.cfg.raw, "torch_dtype": DTYPE_NAMES[dt]}
-        (tmp / "config.json").write_text(json.dumps(raw, indent=1))
+    with atomic_dir(path) as tmp:
+        (tmp / "config.json").write_text(json.dumps({**model.cfg.raw, "torch_dtype": dtype_name(dt)}, indent=1))
         write_tensors(tensors, tmp, max_shard_bytes)
         if tokenizer is not None: tokenizer.save(str(tmp / "tokenizer.json"))
-        _commit_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
     return path
 
 # %% ../nbs/03_hf.ipynb #ddd1e7c0

@@ -8,16 +8,15 @@ Docs: https://looprl.github.io/looprl/inspect.html.md"""
 from __future__ import annotations
 import json, sys
 from pathlib import Path
-from fastcore.script import call_parse
 from safetensors import safe_open, SafetensorError
+from .cli import BAD_INPUT, command_parser, refuse_bad_input
 from .config import LoopedConfig, ConfigError, load_config
 from .models import build_model, param_count
 from .registry import get_family
 from .hf import CheckpointError, checkpoint_files
 
 # %% auto #0
-__all__ = ['CLI_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shapes', 'inspect_checkpoint', 'cli_message', 'cli_fail',
-           'format_info', 'main']
+__all__ = ['INSPECT_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shapes', 'inspect_checkpoint', 'format_info', 'main']
 
 # %% ../nbs/03a_inspect.ipynb #dd133fc4
 def check_sizes(cfg: LoopedConfig, src: str = "config.json") -> LoopedConfig:
@@ -68,18 +67,7 @@ def inspect_checkpoint(path) -> dict:
                 default_precision=cfg.default_precision, revision=cfg.revision, weights=weights)
 
 # %% ../nbs/03a_inspect.ipynb #449148c2
-CLI_ERRORS = (ConfigError, CheckpointError, SafetensorError, OSError, ValueError, RuntimeError)
-
-def cli_message(e: BaseException, path=None) -> str:
-    "One line for a refused input: looprl's own errors already name the file; others get the path prepended."
-    msg = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, (ConfigError, CheckpointError)) or path is None or str(path) in msg: return msg
-    return f"{path}: {type(e).__name__}: {msg}"
-
-def cli_fail(msg: str, code: int = 2):
-    "Print `msg` as one line on stderr and exit with status `code`."
-    print(" ".join(str(msg).split()), file=sys.stderr, flush=True)
-    raise SystemExit(code)
+INSPECT_ERRORS = BAD_INPUT + (SafetensorError,)
 
 # %% ../nbs/03a_inspect.ipynb #c76f8ed7
 def format_info(info: dict) -> str:
@@ -89,9 +77,12 @@ def format_info(info: dict) -> str:
     return "{\n" + ",\n".join(fields) + "\n}"
 
 # %% ../nbs/03a_inspect.ipynb #acd1c8ab
-@call_parse
-def main(path: str):  # a checkpoint directory, a directory with only config.json, or a config.json file
+def main(argv=None):
     "Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint."
-    try: info = inspect_checkpoint(path)
-    except CLI_ERRORS as e: cli_fail(cli_message(e, path))
+    ap = command_parser("inspect", main.__doc__)
+    ap.add_argument("path", help="a checkpoint directory, a directory with only config.json, or a config.json file")
+    a = ap.parse_args(argv)
+    with refuse_bad_input("inspect", a.path, INSPECT_ERRORS): info = inspect_checkpoint(a.path)
     print(format_info(info))
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field, fields
 from functools import lru_cache
 import torch
 from .registry import family_names, get_family
+from .precision import dtype_name
 
 # %% auto #0
 __all__ = ['LATENT_PROFILE', 'SEED_LIMIT', 'LATENT_CACHE', 'noise_seed', 'latent_noise_reference', 'trunc_normal_algorithm',
-           'latent_noise', 'LatentCache', 'sequence_latents', 'bench_latents', 'dtype_name', 'environment_fingerprint',
-           'TraceError', 'TraceMismatch', 'LatentTrace', 'check_trace']
+           'latent_noise', 'LatentCache', 'sequence_latents', 'bench_latents', 'environment_fingerprint', 'TraceError',
+           'TraceMismatch', 'LatentTrace', 'check_trace']
 
 # %% ../nbs/01_latents.ipynb #296e1d85
 LATENT_PROFILE = "like-init-cpu-f32-v1"
@@ -212,17 +213,6 @@ def bench_latents(n_embd: int = 5280, positions: int = 4096, seed: int = 42, rep
             "bit_identical": same}
 
 # %% ../nbs/01_latents.ipynb #7ed9bf4b
-_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-           "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-
-def dtype_name(dtype) -> str:
-    "Canonical name ('float32', 'float16', 'bfloat16') of a torch dtype or one of its common spellings."
-    if isinstance(dtype, str):
-        if dtype.removeprefix("torch.") not in _DTYPES: raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(set(_DTYPES))}")
-        dtype = _DTYPES[dtype.removeprefix("torch.")]
-    if dtype not in (torch.float32, torch.float16, torch.bfloat16): raise ValueError(f"unsupported execution dtype {dtype}")
-    return str(dtype).removeprefix("torch.")
-
 def environment_fingerprint(dtype, profile: str | None = LATENT_PROFILE) -> dict:
     "What, besides seed and position, decides the latent bits: torch version, execution dtype, CPU architecture, profile."
     return {"torch": torch.__version__, "dtype": dtype_name(dtype), "arch": platform.machine(), "profile": profile}
@@ -275,6 +265,7 @@ class LatentTrace:
         if not isinstance(d["depths"], (list, tuple)): _check_field("depths", d["depths"])
         return cls(**{n: d[n] for n in names})
 
+# %% ../nbs/01_latents.ipynb #5ce40001
 def _is_int(v): return isinstance(v, int) and not isinstance(v, bool)
 
 def _check_field(name, v):

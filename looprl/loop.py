@@ -12,6 +12,7 @@ from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
 from . import __version__
+from .cli import UsageError          # bad input: one line, exit status 2 (also importable from here)
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import (load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text,
@@ -20,16 +21,17 @@ from .latents import environment_fingerprint, LatentTrace, check_trace
 from .rewards import DEFAULT_REWARD, load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings, ALGORITHMS
 from .eval import EvalSpec, evaluate
+from .atomic import atomic_write_text
 from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
-                          atomic_write_text, seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
+                          seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
                           checkpoint_name, POLICIES, LATEST, METRICS)
 from .workers import Placement, PlacementError
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'RunOptions', 'UsageError', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
+__all__ = ['ENGINE_REVISION', 'RunOptions', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
            'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests',
-           'check_rollout', 'RunFailed', 'score', 'count', 'publish', 'eval_due', 'heldout_line', 'one_update',
-           'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
+           'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy',
+           'RunInterrupted', 'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -99,9 +101,6 @@ def _embedded_model():
     return Path(EMBEDDED_MODEL)
 
 # %% ../nbs/11_loop.ipynb #2b0bbf46
-class UsageError(ValueError):
-    "A bad command line or input; printed as one line, exit status 2."
-
 _NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")
 
 def options_for_resume(output: str, given: dict) -> RunOptions:
@@ -313,19 +312,6 @@ def count(items) -> dict:
     return dict(sorted(out.items()))
 
 # %% ../nbs/11_loop.ipynb #5cabfce9
-def publish(p: Prepared, pl: Placement, run_dir: Path, version: int) -> str:
-    "Publish the actor as `version` to the engine; returns the committed digest."
-    if p.opts.transport == "disk":
-        path = run_dir / "publications" / f"v{version:06d}"
-        return pl.call(pl.engine, "publish_dir", version, str(path), pl.call(pl.trainer, "publish_to_disk", str(path)))
-    if p.opts.transport == "nccl":
-        staged = pl.call(pl.trainer, "stage_publication")
-        sent = pl.submit(pl.trainer, "send_publication")
-        committed = pl.call(pl.engine, "receive_publication", version, staged)
-        pl.get(sent)
-        return committed
-    return pl.call(pl.engine, "publish", version, pl.submit(pl.trainer, "publication", pl.mode == "local"))   # in one process: stays on the device
-
 def eval_due(o: RunOptions, u: int) -> bool:
     "Is the policy after `u` updates evaluated? Before the first update, after the last, and every --eval-every."
     return o.eval_path is not None and (u == 0 or u == o.updates or (o.eval_every > 0 and u % o.eval_every == 0))
@@ -334,7 +320,7 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
     spec = EvalSpec(samples=o.eval_samples, temperature=o.temperature, seed=o.seed, max_new_tokens=o.max_response_tokens)
-    r = evaluate(lambda reqs: pl.call(pl.engine, "generate", reqs), h["prompt_ids"], [x["label"] for x in h["rows"]],
+    r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
@@ -346,13 +332,13 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
         if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
         t[name] = time.perf_counter()
     phase("publication")
-    digest = publish(p, pl, run_dir, version)
+    digest = pl.transport.publish(version, run_dir)
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
     prompt_rows = cursor.take(o.prompts_per_update)
     reqs = generate_requests(p, seed_update, prompt_rows)
-    comps = pl.call(pl.engine, "generate", reqs)
+    comps = pl.engine.generate(reqs)
     check_rollout(p, reqs, comps, version, digest)
     phase("reward")
     G = o.group_size
@@ -363,7 +349,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("train")
     rollout = dict(prompt_ids=[r["prompt_ids"] for r in reqs], response_ids=[c["tokens"] for c in comps],
                    logprobs=[c["logprobs"] for c in comps], seeds=[r["seed"] for r in reqs], rewards=rewards)
-    res = pl.call(pl.trainer, "train", rollout, G)
+    res = pl.trainer.train(rollout, G)
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i]["seed"], prompt_text=rows[i]["prompt"], label=rows[i]["label"],
                  prompt_ids=reqs[i]["prompt_ids"], response_text=texts[i], tokens=c["tokens"], finish_reason=c["finish_reason"],
@@ -383,7 +369,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     t0 = time.perf_counter()
     state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
     if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
-        save_checkpoint(run_dir, u + 1, lambda d: pl.call(pl.trainer, "save", str(d)), dict(state), keep=o.keep_checkpoints)
+        save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0): export_policy(pl, run_dir, u + 1)
     line["time"]["checkpoint_s"] = time.perf_counter() - t0
     return line
@@ -391,7 +377,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
 def export_policy(pl: Placement, run_dir: Path, update: int):
     "Write the actor after `update` updates as a native checkpoint under policies/, and point policies/latest at it."
     path = policy_path(run_dir, update)
-    pl.call(pl.trainer, "export_policy", str(path))
+    pl.trainer.export_policy(str(path))
     atomic_write_text(run_dir / POLICIES / LATEST, path.name)
 
 # %% ../nbs/11_loop.ipynb #c1a81e68
@@ -415,7 +401,7 @@ def signals_as_exceptions():
 def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> tuple[int, int]:
     "Restore a resumed run's trainer, generators, cursor and counters; returns (next update, next version)."
     ck = latest_checkpoint(run_dir)
-    pl.call(pl.trainer, "load", str(ck))
+    pl.trainer.load(str(ck))
     load_loop_state(ck, restore=True)
     if not skip_restore("cursor"): cursor.load_state_dict(loop["cursor"])
     return loop["next_update"], 1 if skip_restore("version") else loop["next_version"]
@@ -462,11 +448,11 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             for u in bar:
                 where = f"during update {u}"
                 summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - start if skip_restore("sampler") else u, state, bar))
-                summary["engine_stats_by_update"].append(pl.call(pl.engine, "stats"))   # shows captures stop after warm-up
+                summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
                 where = "during the final evaluation"
-                publish(p, pl, run_dir, version); append_metrics(run_dir, heldout_line(p, pl, end, version))
+                pl.transport.publish(version, run_dir); append_metrics(run_dir, heldout_line(p, pl, end, version))
     except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     finally:
         if pl is not None: pl.shutdown()

@@ -8,11 +8,10 @@ Docs: https://looprl.github.io/looprl/make_tiny.html.md"""
 from __future__ import annotations
 import json, sys
 from pathlib import Path
-from fastcore.script import call_parse
+from .cli import command_parser, refuse_bad_input
 from .config import ConfigError, tiny_config
 from .registry import family_names
 from .hf import make_tiny_checkpoint, checkpoint_sha256
-from .inspect import CLI_ERRORS, cli_message, cli_fail
 
 # %% auto #0
 __all__ = ['check_output', 'check_request', 'make_tiny', 'main']
@@ -41,11 +40,14 @@ def make_tiny(family: str, out, seed: int = 0) -> dict:
                 files=sorted(p.name for p in out.iterdir()), sha256=checkpoint_sha256(out))
 
 # %% ../nbs/03b_make_tiny.ipynb #4233937f
-@call_parse
-def main(out: str,                 # output directory: must not exist, or be empty
-         family: str = None,       # a registered family (looprl.registry)
-         seed: int = 0):           # seed of the random weights
+def main(argv=None):
     "Write a tiny checkpoint of FAMILY (real layout, seeded random weights, character tokenizer) to OUT."
-    try: summary = make_tiny(family, out, seed)
-    except CLI_ERRORS as e: cli_fail(cli_message(e, out))
+    ap = command_parser("make_tiny", main.__doc__)
+    ap.add_argument("out", help="output directory: must not exist, or be empty")
+    ap.add_argument("--family", help="a registered family (looprl.registry)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: 0)")
+    a = ap.parse_args(argv)
+    with refuse_bad_input("make_tiny", a.out): summary = make_tiny(a.family, a.out, a.seed)
     print(json.dumps(summary))
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

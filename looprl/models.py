@@ -10,6 +10,7 @@ import math
 from contextlib import contextmanager
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
+from fastcore.basics import patch
 from .config import LoopedConfig, tiny_config, real_config
 from .latents import LATENT_PROFILE, latent_noise, sequence_latents
 from .registry import get_family
@@ -278,26 +279,33 @@ class LoopedLM(nn.Module):
     @property
     def family(self) -> str: return self.cfg.family
 
-    def tied_aliases(self) -> tuple[tuple[str, ...], ...]:
-        "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
-        return ()
+# %% ../nbs/02_models.ipynb #9a8b0001
+@patch
+def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
+    "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
+    return ()
 
-    def fixed_buffers(self) -> dict[str, tuple[torch.Tensor, str]]:
-        "State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
-        return {}
+@patch
+def fixed_buffers(self: LoopedLM) -> dict[str, tuple[torch.Tensor, str]]:
+    "State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
+    return {}
 
-    def initial_states(self, seeds: list, positions: list, dtype, device):
-        "The initial recurrent state [N,E] for (seed, position) pairs, or None for a family without one."
-        return None
+@patch
+def initial_states(self: LoopedLM, seeds: list, positions: list, dtype, device):
+    "The initial recurrent state [N,E] for (seed, position) pairs, or None for a family without one."
+    return None
 
-    def sequence_states(self, seeds: list, lengths: list, dtype, device):
-        "Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
-        return None
+@patch
+def sequence_states(self: LoopedLM, seeds: list, lengths: list, dtype, device):
+    "Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
+    return None
 
-    def weight_groups(self) -> dict:
-        "Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or None)."
-        raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
+@patch
+def weight_groups(self: LoopedLM) -> dict:
+    "Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or None)."
+    raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
 
+# %% ../nbs/02_models.ipynb #9a8b0002
 def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
@@ -328,23 +336,6 @@ class HuginnLM(LoopedLM):
         if fc.device != dev: self._buffers["freqs_cis"] = fc.to(dev)
         return self
 
-    def tied_aliases(self): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
-
-    def fixed_buffers(self):
-        return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
-
-    def initial_states(self, seeds, positions, dtype, device):
-        return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=dtype, device=device)
-
-    def sequence_states(self, seeds, lengths, dtype, device):
-        out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
-        for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
-        return out
-
-    def weight_groups(self):
-        t = self.transformer      # the tied embedding is also the head: read in full once per token
-        return dict(once=[t.wte, t.prelude, t.coda, t.ln_f], looped=[t.adapter, t.core_block], rows=None)
-
     def rope_angles(self, positions, n: int = 0):
         cs = self.freqs_cis[0, :, 0][positions]           # [B,S,D/2,2]
         return cs[..., 0], cs[..., 1]
@@ -364,6 +355,29 @@ class HuginnLM(LoopedLM):
         x = t.ln_f(s)
         for blk in t.coda: x = self._run(blk, x, ctx, plane); plane += 1
         return t.ln_f(x)
+
+# %% ../nbs/02_models.ipynb #9a8b0003
+@patch
+def tied_aliases(self: HuginnLM): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
+
+@patch
+def fixed_buffers(self: HuginnLM):
+    return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
+
+@patch
+def initial_states(self: HuginnLM, seeds, positions, dtype, device):
+    return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=dtype, device=device)
+
+@patch
+def sequence_states(self: HuginnLM, seeds, lengths, dtype, device):
+    out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
+    for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
+    return out
+
+@patch
+def weight_groups(self: HuginnLM):
+    t = self.transformer      # the tied embedding is also the head: read in full once per token
+    return dict(once=[t.wte, t.prelude, t.coda, t.ln_f], looped=[t.adapter, t.core_block], rows=None)
 
 # %% ../nbs/02_models.ipynb #dac2aa0e
 class _LoopedDecoder(LoopedLM):

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
+from .cli import command_parser, refuse_bad_input
 from .compare import compare_runs, FIELDS
 from .state import read_metrics
 
@@ -158,15 +159,12 @@ def run_figures(runs, out) -> list[Path]:
 # %% ../nbs/13_plots.ipynb #ace35c45
 def main(argv=None):
     "Entry point of `python -m looprl.plots RUN [RUN …] --out DIR`: a run's figures as PNG files."
-    import argparse, sys
-    ap = argparse.ArgumentParser(prog="python -m looprl.plots", description=main.__doc__)
-    ap.error = lambda m: (print(f"looprl.plots: {m}", file=sys.stderr), sys.exit(2))
+    ap = command_parser("plots", main.__doc__)
     ap.add_argument("runs", nargs="+", help="run directories (several are overlaid)")
     ap.add_argument("--out", required=True, help="directory for the PNG files")
     a = ap.parse_args(argv)
     matplotlib.use("Agg")
-    try: paths = run_figures(a.runs, a.out)
-    except (ValueError, OSError) as e: print(f"looprl.plots: {e}", file=sys.stderr); sys.exit(2)
+    with refuse_bad_input("plots", errors=(ValueError, OSError)): paths = run_figures(a.runs, a.out)
     for p in paths: print(p)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

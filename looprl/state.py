@@ -10,31 +10,19 @@ import json, os, random, shutil, tempfile
 from pathlib import Path
 import numpy as np
 import torch
-from .hf import _umask
+from .atomic import atomic_dir, atomic_write_text
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'METRICS', 'POLICIES', 'RunError', 'atomic_write_text',
-           'skip_restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name',
-           'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state',
-           'append_metrics', 'read_metrics', 'policy_path', 'latest_policy', 'read_contract', 'contract_differences',
-           'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'METRICS', 'POLICIES', 'RunError', 'skip_restore',
+           'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name', 'save_checkpoint',
+           'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'append_metrics',
+           'read_metrics', 'policy_path', 'latest_policy', 'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
     "A run directory that cannot be started or resumed as asked; the message says why."
 
 CHECKPOINTS, LATEST = "checkpoints", "latest"
-
-def atomic_write_text(path: Path, text: str):
-    "Write `text` to `path` so that readers see the old or the new content, never a mix."
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f: f.write(text); f.flush(); os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes private files; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True); raise
 
 # %% ../nbs/09_state.ipynb #b6fa6fca
 RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy", "rng.torch_cpu",
@@ -91,6 +79,7 @@ def fault_point(name: str):
         if not sig: os.kill(os.getpid(), signal.SIGKILL)
         else: os.killpg(os.getpgrp(), getattr(signal, sig))
 
+# %% ../nbs/09_state.ipynb #9a640001
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
 def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2) -> Path:
@@ -99,20 +88,12 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     in another process); this process adds its own RNG state and the loop state."""
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=ck))
-    tmp.chmod(0o777 & ~_umask())
-    try:
+    dst = ck / checkpoint_name(update)
+    with atomic_dir(dst, prefix=".tmp-") as tmp:
         write_trainer(tmp)
         fault_point("checkpoint")
         torch.save(capture_rng(), tmp / "rng.pt")
         (tmp / "loop.json").write_text(json.dumps(loop_state, indent=1, sort_keys=True))
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh: os.fsync(fh.fileno())
-        dst = ck / checkpoint_name(update)
-        if dst.exists(): shutil.rmtree(dst)
-        os.replace(tmp, dst)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
     atomic_write_text(ck / LATEST, dst.name)
     done = sorted(p for p in ck.iterdir() if p.is_dir() and p.name.startswith("update-"))
     for old in done[:-keep]: shutil.rmtree(old, ignore_errors=True)
@@ -123,6 +104,7 @@ def save_trainer_state(state: dict, d: Path):
     "Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives)."
     torch.save({**state, "rng": capture_rng()}, Path(d) / "trainer.pt")
 
+# %% ../nbs/09_state.ipynb #9a640002
 def load_trainer_state(d: Path, restore: bool = True) -> dict:
     "Read a trainer's state from checkpoint directory `d`, restoring the calling process's RNG if `restore`."
     st = torch.load(Path(d) / "trainer.pt", weights_only=True, map_location="cpu")

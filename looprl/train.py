@@ -6,20 +6,18 @@ Docs: https://looprl.github.io/looprl/train.html.md"""
 
 # %% ../nbs/15_train.ipynb #278fe9f0
 from __future__ import annotations
-import argparse, json, signal, sys
+import json, signal, sys
 from pathlib import Path
-from .loop import RunOptions, UsageError, RunFailed, RunInterrupted, options_for_resume, run
+from .cli import UsageError, command_parser, fail
+from .loop import RunOptions, RunFailed, RunInterrupted, options_for_resume, run
 
 # %% auto #0
 __all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
 
 # %% ../nbs/15_train.ipynb #b3ddd09a
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"looprl.train: {message}", file=sys.stderr); sys.exit(2)
-
-def parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="python -m looprl.train", description="Reinforcement learning for looped language models.")
+def parser():
+    "The command line of `python -m looprl.train` (a `looprl.cli` parser: bad flags are one line, exit status 2)."
+    ap = command_parser("train", "Reinforcement learning for looped language models.")
     a = ap.add_argument
     a("--algorithm", choices=["ppo", "grpo", "dppo", "flow-dppo"], help="objective (default ppo)")
     a("--model", help="checkpoint directory (default: the embedded tiny Huginn)")
@@ -115,12 +113,9 @@ def main(argv=None):
     try:
         o = options_from_args(ns)
         s = run(o, progress=not ns.no_progress)
-    except UsageError as e:
-        print(f"looprl.train: {e}", file=sys.stderr); sys.exit(2)
-    except RunFailed as e:
-        print(f"looprl.train: {e}", file=sys.stderr); sys.exit(1)
-    except RunInterrupted as e:
-        print(f"looprl.train: {e}", file=sys.stderr); sys.exit(128 + e.signum)
+    except UsageError as e: fail("train", e)
+    except RunFailed as e: fail("train", e, code=1)
+    except RunInterrupted as e: fail("train", e, code=128 + e.signum)
     print(summary_table(s))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -120,58 +120,65 @@ class Learner:
         for p in self.params: p.grad = None
         for p in self.opt_params: p.grad = None
 
-    def backward(self, loss):
-        "Backward of `loss × scale`; in fp16 the gradients are moved into FP32 accumulators right away."
-        (loss * self.scale).backward()
-        if self.master is not None:
-            for p, m in zip(self.params, self.master):
-                if p.grad is None: continue
-                g = p.grad.float()
-                m.grad = g if m.grad is None else m.grad.add_(g)
-                p.grad = None
+# %% ../nbs/08_trainer.ipynb #1ea40001
+@patch
+def backward(self: Learner, loss):
+    "Backward of `loss × scale`; in fp16 the gradients are moved into FP32 accumulators right away."
+    (loss * self.scale).backward()
+    if self.master is not None:
+        for p, m in zip(self.params, self.master):
+            if p.grad is None: continue
+            g = p.grad.float()
+            m.grad = g if m.grad is None else m.grad.add_(g)
+            p.grad = None
 
-    @torch.no_grad()
-    def step(self) -> dict:
-        "Unscale, skip on overflow (counted), clip, step, copy masters back. Returns step metrics."
-        grads = [p.grad for p in self.opt_params if p.grad is not None]
-        if self.scale != 1.0:
-            for g in grads: g.div_(self.scale)
-        if not all(bool(torch.isfinite(g).all()) for g in grads):
-            self.skipped_steps += 1; self.consecutive_skips += 1
-            self.zero_grad()
-            return dict(skipped=1, grad_norm=float("nan"), lr=self.sched.get_last_lr()[0])
-        lr = self.sched.get_last_lr()[0]
-        norm = torch.nn.utils.clip_grad_norm_(self.opt_params, self.s.grad_clip) if grads else torch.tensor(0.)
-        self.opt.step(); self.sched.step(); self.steps += 1; self.consecutive_skips = 0
-        if self.master is not None:
-            for p, m in zip(self.params, self.master): p.copy_(m)
+@patch
+@torch.no_grad()
+def step(self: Learner) -> dict:
+    "Unscale, skip on overflow (counted), clip, step, copy masters back. Returns step metrics."
+    grads = [p.grad for p in self.opt_params if p.grad is not None]
+    if self.scale != 1.0:
+        for g in grads: g.div_(self.scale)
+    if not all(bool(torch.isfinite(g).all()) for g in grads):
+        self.skipped_steps += 1; self.consecutive_skips += 1
         self.zero_grad()
-        return dict(skipped=0, grad_norm=float(norm), lr=lr)
+        return dict(skipped=1, grad_norm=float("nan"), lr=self.sched.get_last_lr()[0])
+    lr = self.sched.get_last_lr()[0]
+    norm = torch.nn.utils.clip_grad_norm_(self.opt_params, self.s.grad_clip) if grads else torch.tensor(0.)
+    self.opt.step(); self.sched.step(); self.steps += 1; self.consecutive_skips = 0
+    if self.master is not None:
+        for p, m in zip(self.params, self.master): p.copy_(m)
+    self.zero_grad()
+    return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
-    def state_dict(self) -> dict:
-        "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
-        trained = {id(p) for p in self.params} if self.master is not None else set()
-        sd = self.model.state_dict(keep_vars=True)
-        return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
-                    master=None if self.master is None else [m.detach().clone() for m in self.master],
-                    optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
-                    scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+# %% ../nbs/08_trainer.ipynb #1ea40002
+@patch
+def state_dict(self: Learner) -> dict:
+    "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
+    trained = {id(p) for p in self.params} if self.master is not None else set()
+    sd = self.model.state_dict(keep_vars=True)
+    return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
+                master=None if self.master is None else [m.detach().clone() for m in self.master],
+                optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
+                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
 
-    @torch.no_grad()
-    def load_state_dict(self, d: dict, role: str = "actor"):
-        "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
-        if not skip_restore(role):
-            self.model.load_state_dict(d["model"], strict=self.master is None)
-            if self.master is not None:
-                for p, v in zip(self.params, d["master"]): p.copy_(v)
-        if self.master is not None and not skip_restore("master"):
-            for m, v in zip(self.master, d["master"]): m.copy_(v)
-        if not skip_restore("optimizer"): self.opt.load_state_dict(d["optimizer"])
-        if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
-        if not skip_restore("scaler"):
-            sc = d["scaler"]
-            self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+@patch
+@torch.no_grad()
+def load_state_dict(self: Learner, d: dict, role: str = "actor"):
+    "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
+    if not skip_restore(role):
+        self.model.load_state_dict(d["model"], strict=self.master is None)
+        if self.master is not None:
+            for p, v in zip(self.params, d["master"]): p.copy_(v)
+    if self.master is not None and not skip_restore("master"):
+        for m, v in zip(self.master, d["master"]): m.copy_(v)
+    if not skip_restore("optimizer"): self.opt.load_state_dict(d["optimizer"])
+    if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
+    if not skip_restore("scaler"):
+        sc = d["scaler"]
+        self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
 
+# %% ../nbs/08_trainer.ipynb #1ea40003
 class WarmupThenConstant:
     "LR factor: linear warm-up over `warmup` optimizer steps, then 1 (picklable, so the scheduler's state saves)."
     def __init__(self, warmup: int): self.warmup = warmup

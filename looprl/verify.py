@@ -9,16 +9,17 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 import torch
-from fastcore.script import call_parse
+from .cli import UsageError, command_parser, refuse_bad_input
 from .config import load_config, ConfigError
 from .models import LoopedLM, param_count
 from .hf import load_checkpoint, CheckpointError
-from .latents import check_trace, dtype_name
+from .latents import check_trace
+from .precision import PRECISIONS, dtype_name
 from .engine import Engine, Request, Completion, PublicationError
 from .trainer import SequenceBatch, response_logprobs
 
 # %% auto #0
-__all__ = ['DTYPES', 'replay_logprobs', 'VerifyInputError', 'parity_bound', 'verify_checkpoint', 'main']
+__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
 
 # %% ../nbs/04a_verify.ipynb #f1820b9a
 @torch.no_grad()
@@ -30,11 +31,6 @@ def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
     return response_logprobs(model, b, completion.temperature)[0, :len(completion.tokens)]
 
 # %% ../nbs/04a_verify.ipynb #80d615a1
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-class VerifyInputError(ValueError):
-    "A bad argument to looprl.verify."
-
 def parity_bound(dtype: torch.dtype, device: str) -> float:
     "The largest acceptable max |Δ log-prob| between engine and replay."
     if dtype != torch.float32: return 0.03
@@ -44,20 +40,20 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                       seed: int = 0, temperature: float = 1.0) -> dict:
     "Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the parity."
     path = Path(model_dir)
-    if not path.is_dir(): raise VerifyInputError(f"{model_dir}: no such directory")
-    if dtype not in DTYPES: raise VerifyInputError(f"--dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if device not in ("cpu", "cuda"): raise VerifyInputError(f"--device must be cpu or cuda, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available(): raise VerifyInputError("--device cuda: no CUDA device is available")
-    if samples < 1 or max_new_tokens < 1: raise VerifyInputError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
-    if not 0 <= seed < 2**63: raise VerifyInputError(f"--seed must be in [0, 2**63), got {seed}")
-    dt, cfg = DTYPES[dtype], load_config(path)
+    if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
+    if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
+    if device not in ("cpu", "cuda"): raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device is available")
+    if samples < 1 or max_new_tokens < 1: raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
+    if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
+    dt, cfg = PRECISIONS[dtype], load_config(path)
     g = torch.Generator().manual_seed(seed)
     stop = tuple(cfg.eos_token_ids)
     allowed = torch.tensor([i for i in range(cfg.vocab_size) if i not in stop])
     lens = torch.randint(2, 13, (samples,), generator=g).tolist()
     max_len = min(cfg.max_positions, max(lens) + max_new_tokens)
     if max(lens) + max_new_tokens > cfg.max_positions:
-        raise VerifyInputError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
+        raise UsageError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
     reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(), seed=(seed * 1_000_003 + i) % 2**63,
                     max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop) for i, n in enumerate(lens)]
     engine = Engine.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
@@ -76,18 +72,21 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 seed=seed, temperature=temperature, torch=torch.__version__)
 
 # %% ../nbs/04a_verify.ipynb #b6989553
-@call_parse
-def main(model_dir: str,            # checkpoint directory (config.json + safetensors)
-         dtype: str = "fp32",       # fp32, fp16 or bf16
-         device: str = "cpu",       # cpu or cuda
-         samples: int = 4,          # completions to generate
-         max_new_tokens: int = 16,  # tokens per completion at most
-         seed: int = 0,             # seed of the prompts and completions
-         temperature: float = 1.0): # sampling temperature
+def main(argv=None):
     "Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON."
-    try: report = verify_checkpoint(model_dir, dtype, device, samples, max_new_tokens, seed, temperature)
-    except (VerifyInputError, ConfigError, CheckpointError, PublicationError) as e:
-        print(f"looprl.verify: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    ap = command_parser("verify", main.__doc__)
+    a = ap.add_argument
+    a("model_dir", help="checkpoint directory (config.json + safetensors)")
+    a("--dtype", default="fp32", help="fp32, fp16 or bf16 (default: fp32)")
+    a("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    a("--samples", type=int, default=4, help="completions to generate (default: 4)")
+    a("--max-new-tokens", type=int, default=16, help="tokens per completion at most (default: 16)")
+    a("--seed", type=int, default=0, help="seed of the prompts and completions (default: 0)")
+    a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    ns = ap.parse_args(argv)
+    with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)):
+        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

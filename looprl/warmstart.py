@@ -6,11 +6,12 @@ Docs: https://looprl.github.io/looprl/warmstart.html.md"""
 
 # %% ../nbs/03c_warmstart.ipynb #b3b9b86a
 from __future__ import annotations
-import argparse, hashlib, json, math, os, shutil, sys, tempfile, time, platform
+import hashlib, json, math, os, shutil, sys, tempfile, time, platform
 from contextlib import contextmanager
 from pathlib import Path
 import torch, torch.nn.functional as F
 from .config import tiny_config
+from .atomic import atomic_dir
 from .registry import default_family, family_names, get_family
 from .models import build_model, init_weights, param_count, LoopedLM
 from .latents import sequence_latents
@@ -19,7 +20,7 @@ from .data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, 
 from .hf import save_checkpoint, checkpoint_sha256
 from .eval import EvalSpec, evaluate, evaluate_model, model_generate
 from .rewards import math_reward
-from .inspect import CLI_ERRORS, cli_message, cli_fail
+from .cli import UsageError, command_parser, refuse_bad_input
 from .make_tiny import check_output
 
 # %% auto #0
@@ -152,10 +153,8 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
     if family not in family_names(): raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
     t0 = time.perf_counter()
     model, tl = warmstart(family, max_steps, target, seed, batch_size, lr, log=log)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    try:
-        ck = save_checkpoint(model, tmp / "ck", dtype=torch.float16, tokenizer=build_char_tokenizer(TINY_ALPHABET))
+    with atomic_dir(out, prefix=f".{out.name}.partial-") as ck:     # the checkpoint and its record appear together
+        save_checkpoint(model, ck, dtype=torch.float16, tokenizer=build_char_tokenizer(TINY_ALPHABET))
         L = tl["losses"]
         rec = dict(command=command_line(out, family, max_steps, target, seed, batch_size, lr), family=family, seed=seed,
                    steps=tl["steps"], max_steps=max_steps, target_dev_accuracy=target, reached_target=tl["reached"], dev_curve=tl["dev"],
@@ -172,16 +171,12 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
             rec["heldout"] = {p: heldout_record(ck, p) for p in precisions}
         rec["total_s"] = round(time.perf_counter() - t0, 1)
         (ck / WARMSTART_RECORD).write_text(json.dumps(rec, indent=1) + "\n")
-        if out.is_dir(): out.rmdir()                # empty (check_output refused anything else)
-        os.replace(ck, out)
-    finally: shutil.rmtree(tmp, ignore_errors=True)
     return rec
 
 # %% ../nbs/03c_warmstart.ipynb #b39b2348
 def main(argv=None):
     "Entry point of `python -m looprl.warmstart OUT`: warm-start a tiny model and save it with its record."
-    ap = argparse.ArgumentParser(prog="python -m looprl.warmstart", description=main.__doc__)
-    ap.error = lambda m: cli_fail(f"looprl.warmstart: {m}")
+    ap = command_parser("warmstart", main.__doc__)
     ap.add_argument("out", help="output directory: must not exist, or be empty")
     ap.add_argument("--family", default=default_family().name, help=f"one of {', '.join(family_names())} (default {default_family().name})")
     ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"supervised steps at most (default {MAX_STEPS})")
@@ -192,11 +187,10 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=LR, help=f"learning rate after warm-up (default {LR:g})")
     ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
     a = ap.parse_args(argv)
-    try:
-        if a.max_steps < 1 or a.batch_size < 1: raise ValueError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
+    with refuse_bad_input("warmstart", a.out):
+        if a.max_steps < 1 or a.batch_size < 1: raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
         rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed, a.batch_size, a.lr,
                     evaluate_model=not a.no_evaluate, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except CLI_ERRORS as e: cli_fail(cli_message(e, a.out))
     print(json.dumps({k: v for k, v in rec.items() if k != "dev_curve"}))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

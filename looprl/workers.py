@@ -13,11 +13,13 @@ from .config import load_config
 from .trainer import TrainSettings, build_trainer
 from .state import save_trainer_state, load_trainer_state, fault_point, seed_everything
 from .hf import write_tensors
+from .atomic import atomic_dir
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'PlacementError',
-           'Placement']
+__all__ = ['TRANSPORTS', 'TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Call',
+           'WorkerHandle', 'TrainerHandle', 'EngineHandle', 'MemoryTransport', 'DiskTransport', 'NcclTransport',
+           'PlacementError', 'Placement']
 
 # %% ../nbs/10_workers.ipynb #b6d5120a
 class TrainerWorker:
@@ -38,15 +40,13 @@ class TrainerWorker:
 
     def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str:
         "Write the publication as shards + index under `path` (atomically) and return its digest."
-        from looprl.hf import _atomic_dir, _commit_dir
         tensors, digest = self.trainer.publication()
-        dst = Path(path); tmp = _atomic_dir(dst)
-        write_tensors(tensors, tmp, max_shard_bytes)
-        if not (tmp / "model.safetensors.index.json").exists():   # always a manifest, even for one shard
-            (tmp / "model.safetensors").rename(tmp / "model-00001-of-00001.safetensors")
-            (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {n: "model-00001-of-00001.safetensors" for n in tensors}}))
-        (tmp / "digest.txt").write_text(digest)
-        _commit_dir(tmp, dst)
+        with atomic_dir(path) as tmp:
+            write_tensors(tensors, tmp, max_shard_bytes)
+            if not (tmp / "model.safetensors.index.json").exists():   # always a manifest, even for one shard
+                (tmp / "model.safetensors").rename(tmp / "model-00001-of-00001.safetensors")
+                (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {n: "model-00001-of-00001.safetensors" for n in tensors}}))
+            (tmp / "digest.txt").write_text(digest)
         return digest
 
     def train(self, rollout: dict, group_size: int) -> dict: return self.trainer.train(rollout, group_size)
@@ -169,6 +169,70 @@ def receive_publication(self: EngineWorker, version: int, staged: dict) -> str:
     self.link.recv(buf)
     return self.publish(version, dict(tensors=unpack_tensors(buf, staged["manifest"]), digest=staged["digest"]))
 
+# %% ../nbs/10_workers.ipynb #4a9d0001
+class Call:
+    "A worker's method call that may still run: a Ray object ref, or the value of an in-process call."
+    def __init__(self, ref, ray_actor: bool): self.ref, self.ray_actor = ref, ray_actor
+    def result(self):
+        if not self.ray_actor: return self.ref
+        import ray
+        return ray.get(self.ref)
+
+class WorkerHandle:
+    "One worker, in this process or a Ray actor; subclasses name its methods with their types."
+    def __init__(self, worker, ray_actor: bool): self.worker, self.ray_actor = worker, ray_actor
+    def start(self, method: str, *args) -> Call:
+        args = [a.ref if isinstance(a, Call) else a for a in args]        # results pass worker to worker
+        f = getattr(self.worker, method)
+        return Call(f.remote(*args) if self.ray_actor else f(*args), self.ray_actor)
+    def run(self, method: str, *args): return self.start(method, *args).result()
+
+# %% ../nbs/10_workers.ipynb #4a9d0002
+class TrainerHandle(WorkerHandle):
+    "The trainer worker's calls."
+    def train(self, rollout: dict, group_size: int) -> dict: return self.run("train", rollout, group_size)
+    def save(self, checkpoint_dir: str): return self.run("save", checkpoint_dir)
+    def load(self, checkpoint_dir: str): return self.run("load", checkpoint_dir)
+    def export_policy(self, path: str): return self.run("export_policy", path)
+    def state_digest(self) -> str: return self.run("state_digest")
+    def publication(self, on_device: bool = False) -> Call: return self.start("publication", on_device)
+    def publish_to_disk(self, path: str) -> str: return self.run("publish_to_disk", path)
+    def stage_publication(self) -> dict: return self.run("stage_publication")
+    def send_publication(self) -> Call: return self.start("send_publication")
+
+class EngineHandle(WorkerHandle):
+    "The engine worker's calls."
+    def generate(self, requests: list[dict]) -> list[dict]: return self.run("generate", requests)
+    def publish(self, version: int, payload: dict | Call) -> str: return self.run("publish", version, payload)
+    def publish_dir(self, version: int, path: str, digest: str | None = None) -> str: return self.run("publish_dir", version, path, digest)
+    def receive_publication(self, version: int, staged: dict) -> str: return self.run("receive_publication", version, staged)
+    def stats(self) -> dict: return self.run("stats")
+
+# %% ../nbs/10_workers.ipynb #4a9d0004
+class MemoryTransport:
+    "The trainer's tensors handed to the engine as a Call (on the trainer's device when both share one process)."
+    def __init__(self, trainer: TrainerHandle, engine: EngineHandle, same_process: bool):
+        self.trainer, self.engine, self.same_process = trainer, engine, same_process
+    def publish(self, version: int, run_dir: Path) -> str:
+        return self.engine.publish(version, self.trainer.publication(self.same_process))
+
+class DiskTransport(MemoryTransport):
+    "Shards and a manifest under `run_dir/publications/v<version>`, written atomically, then published from there."
+    def publish(self, version: int, run_dir: Path) -> str:
+        path = str(Path(run_dir) / "publications" / f"v{version:06d}")
+        return self.engine.publish_dir(version, path, self.trainer.publish_to_disk(path))
+
+class NcclTransport(MemoryTransport):
+    "Packed on the trainer's GPU, digested there, sent over the NCCL link while the engine receives it."
+    def publish(self, version: int, run_dir: Path) -> str:
+        staged = self.trainer.stage_publication()
+        sent = self.trainer.send_publication()
+        committed = self.engine.receive_publication(version, staged)
+        sent.result()
+        return committed
+
+TRANSPORTS = {"memory": MemoryTransport, "disk": DiskTransport, "nccl": NcclTransport}
+
 # %% ../nbs/10_workers.ipynb #cc545438
 class PlacementError(ValueError):
     "Workers that cannot be placed as asked (too few GPUs in the cluster); the message says what is missing."
@@ -181,8 +245,7 @@ class Placement:
         if transport == "nccl" and (mode != "ray" or not use_gpus):
             raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
         if mode == "local":
-            self.trainer = TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
-            self.engine = EngineWorker(**engine_kwargs)
+            self._handles(TrainerWorker(**trainer_kwargs, env_vars=train_env_vars), EngineWorker(**engine_kwargs), False, transport)
             return
         import ray
         self.owns_ray = not ray.is_initialized()
@@ -195,26 +258,20 @@ class Placement:
         T = ray.remote(num_cpus=1, num_gpus=gpu)(TrainerWorker)
         E = ray.remote(num_cpus=1, num_gpus=gpu)(EngineWorker)
         env = {"env_vars": {k: str(v) for k, v in (train_env_vars or {}).items()}} if train_env_vars else None
-        self.trainer = (T.options(runtime_env=env) if env else T).remote(**trainer_kwargs, env_vars=train_env_vars)
-        self.engine = E.remote(**engine_kwargs)
-        ray.get([self.trainer.ready.remote(), self.engine.ready.remote()])
+        trainer = (T.options(runtime_env=env) if env else T).remote(**trainer_kwargs, env_vars=train_env_vars)
+        engine = E.remote(**engine_kwargs)
+        ray.get([trainer.ready.remote(), engine.ready.remote()])
         if transport == "nccl":
             port = free_port()
-            ray.get([self.trainer.open_link.remote(port), self.engine.open_link.remote(port)])
+            ray.get([trainer.open_link.remote(port), engine.open_link.remote(port)])
+        self._handles(trainer, engine, True, transport)
 
-    def submit(self, worker, method: str, *args):
-        f = getattr(worker, method)
-        return f(*args) if self.mode == "local" else f.remote(*args)
-
-    def get(self, handle):
-        if self.mode == "local": return handle
-        import ray
-        return ray.get(handle)
-
-    def call(self, worker, method: str, *args): return self.get(self.submit(worker, method, *args))
+    def _handles(self, trainer, engine, ray_actors: bool, transport: str):
+        self.trainer, self.engine = TrainerHandle(trainer, ray_actors), EngineHandle(engine, ray_actors)
+        self.transport = TRANSPORTS[transport](self.trainer, self.engine, same_process=not ray_actors)
 
     def shutdown(self):
         if self.mode == "ray":
             import ray
-            for w in (self.trainer, self.engine): ray.kill(w)
+            for h in (self.trainer, self.engine): ray.kill(h.worker)
             if self.owns_ray: ray.shutdown()

@@ -69,7 +69,7 @@ def test_checkpoint_with_weights(tmp_path):
     write_tensors(t, ck)
     r = inspect(ck)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip() == f"{ck}: tensor model.norm.weight in model.safetensors has shape [7], expected [128]"
+    assert r.stderr.strip() == f"looprl.inspect: {ck}: tensor model.norm.weight in model.safetensors has shape [7], expected [128]"
 
 
 def _bad(tmp_path, text, name="config.json"):
@@ -105,9 +105,9 @@ def test_bad_input(tmp_path, case, expect):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert r.stdout == ""
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and expect in lines[0] and str(tmp_path) in lines[0], r.stderr
+    assert len(lines) == 1 and lines[0].startswith("looprl.inspect: ") and expect in lines[0] and str(tmp_path) in lines[0], r.stderr
 
 
 def test_usage_error():
     r = inspect()
-    assert r.returncode == 2 and "path" in r.stderr
+    assert r.returncode == 2 and r.stderr == "looprl.inspect: the following arguments are required: path\n"

@@ -7,8 +7,10 @@ from looprl.config import tiny_config, real_config
 from looprl.models import build_model, init_weights
 from looprl.hf import save_checkpoint, export_tensors, read_tensors, write_tensors, state_digest
 from looprl.latents import LATENT_PROFILE, LatentTrace, check_trace, environment_fingerprint
-from looprl.engine import (Request, Completion, Engine, PublicationError, check_requests, hash_uniform, sample_tokens,
-                           processed_logprobs, bench_rollout, decode_bytes, M32)
+from looprl.records import Request, Completion, check_requests
+from looprl.sampling import hash_uniform, sample_tokens, processed_logprobs, M32
+from looprl.publication import PublicationError
+from looprl.engine import Engine, bench_rollout, decode_bytes
 SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.families)
 
 torch.set_num_threads(1)

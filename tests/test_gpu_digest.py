@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 import torch
-from looprl import gpu_digest
-from looprl.hf import (DIGEST_BLOCK, DIGEST_RUN, state_digest, tensor_leaves, tensor_leaf, digest_from_leaves, submit_blocks,
-                       gather_blocks, leaf_from_blocks, make_tiny_checkpoint, read_tensors)
+from looprl import bench, gpu_digest
+from looprl.digest import DIGEST_BLOCK, DIGEST_RUN, tensor_leaf, digest_from_leaves, submit_blocks, gather_blocks, leaf_from_blocks
+from looprl.hf import state_digest, tensor_leaves, make_tiny_checkpoint, read_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = torch.cuda.is_available()
@@ -149,7 +149,7 @@ def test_gpu_leaves_equal_cpu_leaves():
     want = tensor_leaves(cpu)
     assert gpu_digest.leaves_on_device({n: t for n, t in gpu.items() if n != "odd"}) == {n: w for n, w in want.items() if n != "odd"}
     assert tensor_leaves(gpu) == want and state_digest(gpu) == state_digest(cpu) == tree_digest(cpu)
-    r = gpu_digest.bench_digest(nbytes=(64 << 20) + 12, device="cuda", tensor_bytes=16 << 20, repeats=2, threads=4)
+    r = bench.bench_digest(nbytes=(64 << 20) + 12, device="cuda", tensor_bytes=16 << 20, repeats=2, threads=4)
     assert r["equal"], r
 
 

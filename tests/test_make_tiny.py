@@ -46,7 +46,7 @@ def test_refuses_non_empty_output(tmp_path):
     (tmp_path / "notes.txt").write_text("keep")
     r = make_tiny("--family", "ouro", tmp_path)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.splitlines() == [f"{tmp_path}: exists and is not empty; refusing to overwrite it"]
+    assert r.stderr.splitlines() == [f"looprl.make_tiny: {tmp_path}: exists and is not empty; refusing to overwrite it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
@@ -76,5 +76,5 @@ def test_refuses_family(tmp_path, args, expect):
     r = make_tiny(*args, out)
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and expect in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("looprl.make_tiny: ") and expect in lines[0]
     assert not out.exists()

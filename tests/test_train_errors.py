@@ -11,7 +11,7 @@ def bad(out, *args):
     r = run_cli("looprl.train", "--output", out, "--no-progress", *args)
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1, r.stderr
+    assert len(lines) == 1 and lines[0].startswith("looprl.train: "), r.stderr
     assert tree(out) == before
     return lines[0]
 

@@ -50,7 +50,7 @@ def test_cli_low_precision_bound(ckpts):
 def one_line_error(r):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and r.stdout == "", r.stderr
+    assert len(lines) == 1 and lines[0].startswith("looprl.verify: ") and r.stdout == "", r.stderr
     return lines[0]
 
 
@@ -85,6 +85,6 @@ def test_exit_status_above_the_bound(ckpts, monkeypatch, capsys):
     rep = V.verify_checkpoint(ckpts["huginn_raven"], samples=3, max_new_tokens=10)
     assert rep["max_abs_logprob_diff"] > 0 and rep["ok"] is False
     with pytest.raises(SystemExit) as ei:
-        V.main(str(ckpts["huginn_raven"]), samples=3, max_new_tokens=10)
+        V.main([str(ckpts["huginn_raven"]), "--samples", "3", "--max-new-tokens", "10"])
     assert ei.value.code == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False

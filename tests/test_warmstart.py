@@ -79,12 +79,12 @@ def test_refuses_non_empty_output(tmp_path):
     (tmp_path / "keep.txt").write_text("x")
     r = warmstart(tmp_path, "--max-steps", 1, "--no-evaluate")
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.splitlines() == [f"{tmp_path}: exists and is not empty; refusing to overwrite it"]
+    assert r.stderr.splitlines() == [f"looprl.warmstart: {tmp_path}: exists and is not empty; refusing to overwrite it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
 
 @pytest.mark.parametrize("args,needle", [(["--max-steps", 0], "--max-steps"), (["--family", "gpt2"], "unknown model family 'gpt2'"),
                                          (["--stpes", 3], "unrecognized arguments")])
 def test_refuses_bad_arguments(tmp_path, args, needle):
     r = warmstart(tmp_path / "o", *args)
-    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and needle in r.stderr, r.stderr
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and r.stderr.startswith("looprl.warmstart: ") and needle in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()

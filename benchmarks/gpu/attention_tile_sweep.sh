@@ -1,5 +1,14 @@
-# sweep the flash-decoding tile (keys per program × warps) at Huginn-0125 shapes, then
-# time the whole decode step with the best tile at B=64; kernel tests with the default tile.
+# The flash-decoding attention tile at Huginn-0125 shapes (55 heads × 96, 256 keys, FP16): keys per program (16..256)
+# × warps (1..8), B = 1, 8, 32, 64, TB/s of keys and values read; then the whole decode step with the best tile at B = 64.
+#   bash benchmarks/gpu/attention_tile_sweep.sh      → $OUT/attention-sweep.json, $OUT/rollout-huginn-0125-tile.json
+# The engine's tile is looprl.kernels.DECODE_ATTENTION_TILE; gpu_tests.sh checks the kernels with it. The output streams,
+# and is appended as it goes to $OUT/attention-tile-sweep-log.txt.
+[ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }
 source benchmarks/gpu/setup.sh
-timeout 240 python3 benchmarks/gpu/attn_sweep.py $OUT 2>&1 | grep -E "^best|'B'|graph_ms" | tail -12
-timeout 150 python3 -m pytest -q tests/test_kernels.py 2>&1 | tail -3
+script_command "$@"
+[ $# -eq 0 ] || { echo "$0: takes no arguments" >&2; exit 2; }
+main() {
+  step 300 python3 benchmarks/gpu/attention_tile_sweep.py "$OUT"
+  finish
+}
+logged attention-tile-sweep main

@@ -1,6 +1,10 @@
-"""Probe: can a Triton GEMV beat cuBLAS for the decode step's weight products? (bandwidth per shape, B = 1..64)"""
-import json, sys, torch, triton, triton.language as tl
+"""Can a Triton GEMV beat cuBLAS on the decode step's weight products? Bandwidth per Huginn-0125 product shape (FP16),
+B = 1, 8, 32, 64: cuBLAS, and the fastest of a grid of Triton tile configurations (Triton's do_bench, L2 flushed between
+calls). usage: python3 benchmarks/gpu/gemv_probe.py OUT_FILE"""
+import json, os, shlex, sys, torch, triton, triton.language as tl
 from triton.testing import do_bench
+from looprl.bench import environment
+if len(sys.argv) != 2: sys.exit(__doc__)
 
 @triton.jit
 def gemv(x_ptr, w_ptr, y_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
@@ -43,4 +47,5 @@ for N, K in shapes:
         rows.append(dict(N=N, K=K, B=B, cublas_ms=t_cublas, cublas_GBps=gb / t_cublas * 1e3,
                          triton_ms=best[0], triton_GBps=gb / best[0] * 1e3, triton_cfg=best[1]))
         print(json.dumps(rows[-1]), flush=True)
-json.dump(rows, open(sys.argv[1], "w"), indent=1)
+json.dump(dict(command="python3 " + shlex.join(sys.argv), script=os.environ.get("LOOPRL_SCRIPT"), environment=environment(), result=rows),
+          open(sys.argv[1], "w"), indent=1)

@@ -1,11 +1,14 @@
-"""On the GPU machine: a Huginn-0125-shaped checkpoint with random FP16 weights, and a mid-size FP32 Huginn
-(n_embd 1024, 8 heads of 128, 8 recurrences) for the FP32 parity check. No weights are downloaded."""
+"""Random-weight checkpoints for the scripts in benchmarks/gpu/ (no weights are downloaded):
+  full: Huginn-0125 shapes in FP16 (3.5B parameters) in /tmp/h0125;
+  mid:  a mid-size FP32 Huginn (n_embd 1024, 8 heads of 128, 8 recurrences) in /tmp/hmid.
+usage: python3 benchmarks/gpu/make_checkpoints.py full|mid [full|mid]"""
 import sys, torch
 from looprl.config import real_config, tiny_config
 from looprl.models import build_model, init_weights
 from looprl.hf import save_checkpoint
 from looprl.data import build_char_tokenizer, TINY_ALPHABET
 
+if not sys.argv[1:] or set(sys.argv[1:]) - {"full", "mid"}: sys.exit(f"make_checkpoints.py: sizes are full and mid, got {sys.argv[1:]}\n{__doc__}")
 tok = build_char_tokenizer(TINY_ALPHABET)
 if "full" in sys.argv:
     m = build_model(real_config("huginn-0125"), device="cuda", dtype=torch.float16)
