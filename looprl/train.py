@@ -53,6 +53,7 @@ def parser():
     a("--export-every", type=int, help="export the policy every N updates (default 0: after the last update only)")
     a("--device", choices=["cpu", "cuda"], help="cuda: trainer and engine on one GPU each (placed by Ray)")
     a("--cuda-graphs", action="store_true", default=None, help="engine decode step as CUDA graphs")
+    a("--engine", choices=["native", "vllm"], help="rollout engine: native, or vllm (the optional vLLM engine, CPU only; pip install -e '.[vllm]'); default native")
     a("--workers", choices=["local", "ray"], help="where the workers run (default: local on the CPU, ray with --device cuda)")
     a("--ray-address", help="Ray cluster to join (implies --workers ray); 'local' is the same as --workers local")
     a("--train-env-vars", help="JSON object of environment variables for the trainer worker")

