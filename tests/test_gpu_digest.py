@@ -88,7 +88,7 @@ for block, sizes in json.loads(sys.argv[1]):
 
 def run_interpreter(jobs, timeout):
     if gpu_digest.triton is None: pytest.skip("needs Triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     r = subprocess.run([sys.executable, "-c", INTERP, json.dumps(jobs)], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr[-4000:]
     print(r.stdout)
