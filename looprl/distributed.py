@@ -15,12 +15,13 @@ from fastcore.basics import patch
 from .models import HuginnAttention, LlamaAttention, FusedGatedMLP, GatedMLP, LoopedLM
 from .hf import state_digest
 from .trainer import Learner, Trainer, TrainSettings, build_trainer
+from .state import skip_restore
 
 # %% auto #0
-__all__ = ['LOOPED_PLANS', 'STEP_METRICS', 'FUSED_ROWS', 'RankError', 'join_group', 'run_ranks', 'shard_model',
-           'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
-           'deinterleave_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer', 'sharded_train_rank',
-           'tensor_parallel', 'tensor_parallel_replay', 'single_replay']
+__all__ = ['LOOPED_PLANS', 'FUSED_ROWS', 'RankError', 'join_group', 'run_ranks', 'shard_model', 'count_collectives', 'rank_share',
+           'ShardedLearner', 'ShardedTrainer', 'interleave_rows', 'deinterleave_rows', 'native_rows', 'full_tensors',
+           'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay',
+           'RankGroup']
 
 # %% ../nbs/08b_distributed.ipynb #269d7e2e
 class RankError(RuntimeError):
@@ -135,16 +136,22 @@ def rank_share(n_micro: int, rank: int, world_size: int) -> list[int]:
 
 # %% ../nbs/08b_distributed.ipynb #50011cf7
 class ShardedLearner(Learner):
-    """`Learner` over an FSDP2-sharded model: the FP32 shards are the masters (and hold the optimizer state); in fp16
-    the forward and backward run in FP16, gradients reach the shards in FP32 and the loss is scaled by `loss_scale`.
-    `backward`, `zero_grad`, the optimizer and the warm-up schedule are `Learner`'s own."""
-    def __init__(self, model: LoopedLM, s: TrainSettings, mesh=None, looped: str = "root"):
-        shard_model(model, mesh, torch.float16 if s.precision == "fp16" else None, looped)
+    """`Learner` over a model split over the default process group: FSDP2 shards (`fsdp`, the default) or a model that
+    `tensor_parallel` already split (`fsdp=False`). The FP32 parameters are the masters (and hold the optimizer state);
+    with FSDP2 in fp16 the forward and backward run in FP16, gradients reach the shards in FP32 and the loss is scaled
+    by `loss_scale`. `backward`, `zero_grad`, the optimizer and the warm-up schedule are `Learner`'s own."""
+    def __init__(self, model: LoopedLM, s: TrainSettings, mesh=None, looped: str = "root", fsdp: bool = True):
+        if not fsdp and s.precision == "fp16": raise ValueError("precision: tensor parallelism trains in fp32 (fp16 masters are FSDP2's)")
+        if fsdp: shard_model(model, mesh, torch.float16 if s.precision == "fp16" else None, looped)
         super().__init__(model, dataclasses.replace(s, precision="fp32"))     # keep the FP32 shards: no .half(), no copies
         self.s, self.scale = s, (s.loss_scale if s.precision == "fp16" else 1.0)
         self.sync_overflow = True      # False (tests only): decide a skip from this rank's shards alone
 
-    def _local_grads(self): return [p.grad.to_local() for p in self.opt_params if p.grad is not None]
+    def _local_grads(self) -> list:
+        "(local gradient, weight) per parameter: a sharded gradient counts once; a whole copy on every rank, 1/world each."
+        w = 1.0 / dist.get_world_size()
+        return [(g.to_local(), 1.0 if any(p.is_shard() for p in g.placements) else w) if hasattr(g, "to_local") else (g, w)
+                for g in (p.grad for p in self.opt_params) if g is not None]
 
 # %% ../nbs/08b_distributed.ipynb #da7457f3
 @patch
@@ -153,8 +160,8 @@ def step(self: ShardedLearner) -> dict:
     "Unscale; one all-reduce of (Σ g², non-finite count) over the shards; skip on every rank if any rank overflowed; clip; step."
     grads = self._local_grads()
     if self.scale != 1.0:
-        for g in grads: g.div_(self.scale)
-    local = torch.tensor([sum(float(g.double().pow(2).sum()) for g in grads), sum(float((~torch.isfinite(g)).sum()) for g in grads)], dtype=torch.float64)
+        for g, _ in grads: g.div_(self.scale)
+    local = torch.tensor([sum(w * float(g.double().pow(2).sum()) for g, w in grads), sum(float((~torch.isfinite(g)).sum()) for g, _ in grads)], dtype=torch.float64)
     total = local.clone(); dist.all_reduce(total)
     lr = self.sched.get_last_lr()[0]
     if (total if self.sync_overflow else local)[1] > 0:
@@ -163,39 +170,33 @@ def step(self: ShardedLearner) -> dict:
         return dict(skipped=1, grad_norm=float("nan"), lr=lr)
     norm = torch.tensor(float(total[0]) ** 0.5, dtype=torch.float32)
     coef = (self.s.grad_clip / (norm + 1e-6)).clamp(max=1.0)      # as torch.nn.utils.clip_grad_norm_
-    for g in grads: g.mul_(coef)
+    for g, _ in grads: g.mul_(coef)
     self.opt.step(); self.sched.step(); self.steps += 1; self.consecutive_skips = 0
     self.zero_grad()
     return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
 # %% ../nbs/08b_distributed.ipynb #fe5ef064
-STEP_METRICS = ("skipped", "grad_norm", "lr")     # what a learner's step returns: already global on every rank
-
 class ShardedTrainer(Trainer):
     """`Trainer` whose actor and critic are `ShardedLearner`s over the default process group. Reference forwards run
-    every row on every rank; an optimizer step runs this rank's `rank_share` of its micro-batches, and its loss
-    metrics are summed over ranks, so every rank returns what one process would."""
-    def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None, looped: str = "root"):
+    every row on every rank. With FSDP2 (`tensor_parallel=1`) an optimizer step runs this rank's `rank_share` of its
+    micro-batches and its loss metrics are summed over ranks; with `tensor_parallel` = the world size every rank runs
+    every micro-batch on its share of the heads. Either way every rank returns what one process would."""
+    def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None, looped: str = "root",
+                 tensor_parallel: int = 1):
         super().__init__(actor, critic, dataclasses.replace(s, precision="fp32"), device)
-        self.s, self.rank, self.world = s, dist.get_rank(), dist.get_world_size()
-        self.actor = ShardedLearner(self.actor.model, s, mesh, looped)
-        if self.critic is not None: self.critic = ShardedLearner(self.critic.model, s, mesh, looped)
-        self._sharing = False
+        self.s, self.rank, self.world, self.tp = s, dist.get_rank(), dist.get_world_size(), tensor_parallel
+        if self.tp not in (1, self.world): raise ValueError(f"tensor_parallel: must be 1 or the world size {self.world}, got {self.tp}")
+        if self.tp > 1: mesh = _tp_split([self.actor.model] + ([self.critic.model] if self.critic else []), self.device)
+        self.actor = ShardedLearner(self.actor.model, s, mesh, looped, fsdp=self.tp == 1)
+        if self.critic is not None: self.critic = ShardedLearner(self.critic.model, s, mesh, looped, fsdp=self.tp == 1)
 
-    def _micro(self, idx):
-        micro = super()._micro(idx)
-        return [micro[i] for i in rank_share(len(micro), self.rank, self.world)] if self._sharing else micro
+    def step_share(self, micro: list) -> list:
+        return micro if self.tp > 1 else [micro[i] for i in rank_share(len(micro), self.rank, self.world)]
 
-    def _shared(self, step, prefix, *args):
-        self._sharing = True
-        try: out = step(*args)
-        finally: self._sharing = False
-        keys = [k for k in out if k.removeprefix(prefix) not in STEP_METRICS]
-        t = torch.tensor([float(out[k]) for k in keys], dtype=torch.float64); dist.all_reduce(t)
-        return {**out, **dict(zip(keys, t.tolist()))}
-
-    def _actor_step(self, *args): return self._shared(super()._actor_step, "", *args)
-    def _critic_step(self, *args): return self._shared(super()._critic_step, "critic_", *args)
+    def reduce_step_metrics(self, metrics: dict) -> dict:
+        if self.tp > 1: return metrics                    # every rank ran every micro-batch
+        t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64); dist.all_reduce(t)
+        return dict(zip(metrics, t.tolist()))
 
 # %% ../nbs/08b_distributed.ipynb #7e4f6d2b
 FUSED_ROWS = {"attn.Wqkv.weight": 3, "mlp.fc.weight": 2}   # Huginn's stacked products: q|k|v and gate|up
@@ -237,14 +238,15 @@ def publication(self: ShardedTrainer, on_device: bool = False):
     return (t, state_digest(t)) if t else ({}, None)
 
 # %% ../nbs/08b_distributed.ipynb #fe0a9e62
-def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str = "root", cfg=None) -> ShardedTrainer:
-    "`trainer.build_trainer`, sharded over the default process group (every rank loads the same checkpoint)."
+def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str = "root", cfg=None, tensor_parallel: int = 1) -> ShardedTrainer:
+    "`trainer.build_trainer`, split over the default process group (every rank loads the same checkpoint)."
     t = build_trainer(model_dir, dataclasses.replace(s, precision="fp32"), device, cfg)
-    return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped)
+    return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped, tensor_parallel=tensor_parallel)
 
-def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, rollouts: list, group_size: int, looped: str = "root"):
+def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, rollouts: list, group_size: int, looped: str = "root",
+                       tensor_parallel: int = 1):
     "One trainer process (for `run_ranks`): learn from `rollouts` in order; each update's metrics, and the publication."
-    tr = build_sharded_trainer(model_dir, s, looped=looped)
+    tr = build_sharded_trainer(model_dir, s, looped=looped, tensor_parallel=tensor_parallel)
     metrics = [tr.train(r, group_size)["metrics"] for r in rollouts]
     return dict(metrics=metrics, publication=tr.publication())
 
@@ -309,3 +311,179 @@ def single_replay(model: LoopedLM, rollout: dict, temperature: float = 0.8):
     lp = response_logprobs(model, b, temperature)
     (lp * b.mask).sum().backward()
     return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+# %% ../nbs/08b_distributed.ipynb #0fce1b2d
+def _tp_split(models: list, device) -> object:
+    "Split every model's heads over all ranks (a 1-D mesh over the default group); returns the mesh."
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+    for m in models: tensor_parallel(m, mesh)
+    return mesh
+
+# %% ../nbs/08b_distributed.ipynb #58b07c0c
+def _local(x):
+    "A copy of `x` with every DTensor replaced by a copy of this rank's local tensor (dicts and lists followed)."
+    if hasattr(x, "to_local"): return x.to_local().detach().clone()
+    if isinstance(x, torch.Tensor): return x.detach().clone()
+    if isinstance(x, dict): return {k: _local(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x)(_local(v) for v in x)
+    return x
+
+@patch
+def local_state(self: ShardedLearner) -> dict:
+    "This rank's part of the learner: its parameter shards and buffers, its optimizer state, the schedule and the scaler."
+    return dict(model=_local(self.model.state_dict()), optimizer=_local(self.opt.state_dict()), scheduler=self.sched.state_dict(),
+                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+
+# %% ../nbs/08b_distributed.ipynb #bfe855ef
+def _like(p, v):
+    "`v` (a local tensor) as a part of `p`: a DTensor with `p`'s mesh and placements when `p` is one and `v` has its local shape."
+    from torch.distributed.tensor import DTensor
+    if not isinstance(p, DTensor) or v.shape != p.to_local().shape or v.dim() == 0: return v
+    return DTensor.from_local(v, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
+
+@patch
+@torch.no_grad()
+def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: int = 0):
+    """Continue from `local_state`'s `d`, bit for bit: shards copied into place, optimizer state wrapped as the
+    parameters are. A part that `state.skip_restore` names (tests only: the learner, `shard.<rank>`, the optimizer…)
+    is left as a fresh start has it."""
+    if not (skip_restore(role) or skip_restore(f"shard.{rank}")):
+        own = self.model.state_dict(keep_vars=True)
+        if set(own) != set(d["model"]): raise ValueError(f"{role}: the checkpoint's tensors are not this model's ({sorted(set(own) ^ set(d['model']))[:3]})")
+        for k, t in own.items(): (t.to_local() if hasattr(t, "to_local") else t).copy_(d["model"][k])
+    if not skip_restore("optimizer"):
+        opt = d["optimizer"]
+        state = {i: {k: _like(self.opt_params[i], v) for k, v in st.items()} for i, st in opt["state"].items()}
+        self.opt.load_state_dict({**opt, "state": state})
+    if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
+    if not skip_restore("scaler"):
+        sc = d["scaler"]
+        self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+
+# %% ../nbs/08b_distributed.ipynb #1eba37fa
+def _gathered(x, name: str, tp: int):
+    "The whole tensor of a DTensor part (a collective), in the native row layout of parameter `name`; other values as they are."
+    if hasattr(x, "full_tensor"): x = native_rows(name, x.full_tensor(), tp)
+    return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+
+@patch
+def full_state(self: ShardedLearner) -> dict:
+    """The learner's state as one process's `Learner.state_dict` holds it (whole tensors, native layout, FP32 masters in
+    fp16), so `looprl.compare` reads a sharded run like any other. A collective; every rank gets it."""
+    tp, names = getattr(self.model, "tp_size", 1), [n for n, p in self.model.named_parameters() if p.requires_grad]
+    model = {k: _gathered(v, k, tp) for k, v in self.model.state_dict().items()}
+    sd = self.opt.state_dict()
+    opt = {**sd, "state": {i: {k: _gathered(v, names[i], tp) for k, v in st.items()} for i, st in sd["state"].items()}}
+    master = None
+    if self.s.precision == "fp16":        # one process keeps FP16 parameters and a list of FP32 masters
+        master, trained = [model[n] for n in names], set(names) | _aliases(self.model, names)
+        model = {k: v for k, v in model.items() if k not in trained}
+    return dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(),
+                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+
+def _aliases(model, names) -> set:
+    "State-dict names that are other names of trained parameters (a tied head)."
+    ids = {id(p) for n, p in model.named_parameters() if n in set(names)}
+    return {k for k, v in model.state_dict(keep_vars=True).items() if id(v) in ids}
+
+# %% ../nbs/08b_distributed.ipynb #a2737e4f
+@patch
+def local_state(self: ShardedTrainer) -> dict:
+    "This rank's part of the actor and critic learners (what its own checkpoint file holds)."
+    return dict(actor=self.actor.local_state(), critic=None if self.critic is None else self.critic.local_state())
+
+@patch
+def load_local_state(self: ShardedTrainer, d: dict):
+    "Continue from this rank's `local_state`."
+    self.actor.load_local_state(d["actor"], "actor", self.rank)
+    if self.critic is not None: self.critic.load_local_state(d["critic"], "critic", self.rank)
+
+@patch
+def full_state(self: ShardedTrainer) -> dict:
+    "The whole state in one process's `Trainer.state_dict` layout (a collective)."
+    return dict(actor=self.actor.full_state(), critic=None if self.critic is None else self.critic.full_state())
+
+# %% ../nbs/08b_distributed.ipynb #d17fce9f
+def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))          # plain pickles: tensors travel as bytes, no shared memory
+def _recv(conn): return pickle.loads(conn.recv_bytes())
+
+def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn, args, kwargs):
+    "A persistent rank: join the group, build the object, then run each method the driver sends until it says stop."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)            # a Ctrl-C reaches the driver, which stops the group
+    torch.set_num_threads(threads)
+    def attempt(f, *a):
+        try: return ("ok", f(*a))
+        except BaseException as e: return ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+    reply = attempt(lambda: join_group(rank, world_size, host, port, backend, timeout))
+    if reply[0] == "ok": reply = attempt(lambda: build(rank, world_size, *args, **kwargs))
+    obj, reply = reply[1], (reply[0], None if reply[0] == "ok" else reply[1])
+    while True:
+        _send(conn, reply)
+        try: msg = _recv(conn)
+        except (EOFError, OSError): break                     # the driver is gone
+        if msg is None or reply[0] != "ok": break
+        reply = attempt(lambda: getattr(obj, msg[0])(*msg[1]))
+    if dist.is_initialized(): dist.destroy_process_group()
+
+# %% ../nbs/08b_distributed.ipynb #9eeb6bdb
+class RankGroup:
+    """`world_size` persistent processes forming one process group (gloo on the CPU): each builds its object with
+    `build(rank, world_size, *args, **kwargs)` and then runs, in order, every method `call` sends to all of them. The
+    rendezvous port is picked by the system. A rank that raises or dies stops the group: `call` raises `RankError`
+    naming the first rank that failed, after `grace` seconds for the others to report."""
+    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0, **kwargs):
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+        host, ctx, self.world, self.grace, self.procs_exit = "127.0.0.1", torch.multiprocessing.get_context("spawn"), world_size, grace, {}
+        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        pipes = [ctx.Pipe() for _ in range(world_size)]
+        self.conns = [a for a, _ in pipes]
+        self.procs = [ctx.Process(target=_serve, daemon=True, args=(r, build, world_size, host, self.store.port, backend, timeout, threads, b, args, kwargs))
+                      for r, (_, b) in enumerate(pipes)]
+        for p in self.procs: p.start()
+        for _, b in pipes: b.close()
+        self._collect()                                       # every rank built its object (or the group stops here)
+
+    def call(self, method: str, *args) -> list:
+        "Run `method(*args)` on every rank's object; each rank's result, in rank order."
+        if self.procs is None: raise RankError("the trainer process group was stopped")
+        for c in self.conns: _send(c, (method, args))
+        return self._collect()
+
+# %% ../nbs/08b_distributed.ipynb #0b978311
+@patch
+def _collect(self: RankGroup) -> list:
+    "Every rank's reply; on the first error or death, the others' within `grace` seconds, then stop and raise."
+    from multiprocessing.connection import wait
+    replies, gone, until = {}, {}, None
+    while len(replies) + len(gone) < self.world and (until is None or time.monotonic() < until):
+        for c in wait([c for r, c in enumerate(self.conns) if r not in replies and r not in gone], timeout=0.5):
+            r = self.conns.index(c)
+            try: replies[r] = _recv(c)
+            except (EOFError, OSError): gone[r] = time.time()
+        gone.update({r: time.time() for r, p in enumerate(self.procs) if r not in replies and r not in gone and not p.is_alive() and not self.conns[r].poll()})
+        if until is None and (gone or any(k == "error" for k, _ in replies.values())): until = time.monotonic() + self.grace
+    errors = {r: v for r, (k, v) in replies.items() if k == "error"}
+    if not errors and not gone: return [replies[r][1] for r in range(self.world)]
+    self.close()
+    if errors:
+        r = min(errors, key=lambda r: errors[r][0])
+        raise RankError(f"trainer rank {r} of {self.world} failed: {errors[r][1]}")
+    r = min(gone, key=gone.get)
+    raise RankError(f"trainer rank {r} of {self.world} exited with status {self.procs_exit.get(r)} and no result")
+
+@patch
+def close(self: RankGroup):
+    "Tell every rank to stop, then end those that do not within a few seconds."
+    if self.procs is None: return
+    for c in self.conns:
+        try: _send(c, None)
+        except (OSError, ValueError): pass
+    for p in self.procs: p.join(10)
+    for p in self.procs:
+        if p.is_alive(): p.terminate(); p.join(5)
+    self.procs_exit = {r: p.exitcode for r, p in enumerate(self.procs)}
+    for c in self.conns: c.close()
+    self.procs = None

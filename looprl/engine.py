@@ -6,18 +6,15 @@ Docs: https://looprl.github.io/looprl/engine.html.md"""
 
 # %% ../nbs/04_engine.ipynb #d0bd922e
 from __future__ import annotations
-import math, operator, os, statistics, time, json
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import os, json
 from pathlib import Path
 from typing import Mapping, Sequence
 import torch
 from fastcore.basics import patch
 from safetensors import safe_open
 import looprl
-from .config import LoopedConfig, load_config, preset_config
-from .models import build_model, init_weights, KVCache, LoopedLM
-from . import kernels as K
+from .config import LoopedConfig, load_config
+from .models import build_model, KVCache, LoopedLM
 from .hf import checkpoint_files, CheckpointError
 from .latents import environment_fingerprint, LatentTrace
 from .records import Request, Completion, check_requests
@@ -25,7 +22,7 @@ from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 
 # %% auto #0
-__all__ = ['Engine', 'DecodeGraph', 'decode_bytes', 'bench_rollout', 'profile_decode', 'bench_matmuls']
+__all__ = ['Engine', 'DecodeGraph']
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def _memory_available(device: torch.device) -> int:
@@ -167,17 +164,22 @@ def _latents(self: Engine, seeds: list, positions: list):
     return self.model.initial_states(seeds, positions, self.dtype, self.device)
 
 @patch
+def decode_step(self: Engine, tok, pos, lat, seeds, temps):
+    "One eager decode step over the first `len(tok)` rows of the cache (device tensors, as `_decode` takes them); no graph, no stats."
+    return _decode(self.model, tok, pos, lat, seeds, temps, _cache_rows(self.cache, tok.shape[0]))
+
+@patch
 def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
     "The decode step for a batch, through a captured graph when one serves this batch size."
     B = tok.shape[0]
     lat = self._latents(seeds, pos)
     pos_d = torch.tensor(pos, dtype=torch.int64, device=self.device)
-    g = self._graph(B) if self.cuda_graphs else None
+    g = self.decode_graph(B) if self.cuda_graphs else None
     if g is not None:
         self.stats["replays"] += 1
         return g(tok, pos_d, lat, seeds_d, temps_d)
     self.stats["fallbacks" if self.cuda_graphs else "eager_steps"] += 1
-    return _decode(self.model, tok, pos_d, lat, seeds_d, temps_d, _cache_rows(self.cache, B))
+    return self.decode_step(tok, pos_d, lat, seeds_d, temps_d)
 
 # %% ../nbs/04_engine.ipynb #e1a20006
 @patch
@@ -185,7 +187,7 @@ def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
 def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     "Prefill then decode one static batch (≤ max_batch requests, already checked) over the first rows of the cache."
     B, dev, cfg = len(reqs), self.device, self.cfg
-    if self.cuda_graphs: self._graph(B)      # capture first: its warm-up writes junk into rows that prefill then overwrites
+    if self.cuda_graphs: self.decode_graph(B)      # capture first: its warm-up writes junk into rows that prefill then overwrites
     P = [len(r.prompt_ids) for r in reqs]
     Pmax, seeds = max(P), [int(r.seed) for r in reqs]
     ids = torch.zeros(B, Pmax, dtype=torch.int64)
@@ -265,7 +267,7 @@ class DecodeGraph:
 
 @patch
 @torch.no_grad()
-def _graph(self: Engine, B: int) -> DecodeGraph | None:
+def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
     "The captured decode step serving batch size `B` (captured on first use), or None when no bucket is large enough."
     bucket = next((b for b in self.graph_buckets if b >= B), None)
     if bucket is None: return None
@@ -273,129 +275,3 @@ def _graph(self: Engine, B: int) -> DecodeGraph | None:
         self._graphs[bucket] = DecodeGraph(self.model, self.cache, bucket)
         self.stats["captures"] += 1
     return self._graphs[bucket]
-
-# %% ../nbs/04_engine.ipynb #f67b3c8a
-def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
-    "Bytes one decode step of `batch` rows at `context` positions must read: weights once per use, and the KV cache."
-    cfg, groups = model.cfg, model.weight_groups()
-    nb = lambda mods: sum(p.numel() * p.element_size() for m in mods for p in m.parameters())
-    rows = groups["rows"]                                   # an embedding of which only the looked-up rows are read
-    once = nb(groups["once"]) + (batch * cfg.hidden_size * rows.weight.element_size() if rows is not None else 0)
-    loop = nb(groups["looped"])
-    el = next(model.parameters()).dtype
-    return dict(weights=once + cfg.depth * loop, kv=KVCache.nbytes_for(cfg, batch, context, el))
-
-def _median_ms(fn, warmup: int, iters: int, sync) -> float:
-    for _ in range(warmup): fn()
-    sync(); ts = []
-    for _ in range(iters):
-        t0 = time.perf_counter(); fn(); sync(); ts.append(time.perf_counter() - t0)
-    return statistics.median(ts) * 1e3
-
-@torch.no_grad()
-def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16, cuda_graphs: bool | None = None,
-                  device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0, fused: bool = True) -> list[dict]:
-    """Decode-step time (median, ms) eager and as a CUDA graph vs the memory-bandwidth bound, per batch size;
-    `fused=False` times the plain PyTorch decode path instead of `looprl.kernels`."""
-    cfg = preset_config(cfg)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    graphs = device.type == "cuda" if cuda_graphs is None else cuda_graphs
-    eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=graphs, graph_buckets=batch_sizes)
-    init_weights(eng.model, seed)
-    eng.model.fused_decode = fused
-    cuda = device.type == "cuda"
-    sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
-    rows = []
-    for B in batch_sizes:
-        if cuda: torch.cuda.reset_peak_memory_stats(device)
-        seeds = list(range(B)); last = [context - 1] * B
-        tok = torch.zeros(B, dtype=torch.int64, device=device)
-        pos = torch.full((B,), context - 1, dtype=torch.int64, device=device)
-        sd, temps = torch.tensor(seeds, device=device), torch.ones(B, device=device)
-        lat = eng._latents(seeds, last)
-        latent_ms = _median_ms(lambda: eng._latents(seeds, last), 1, 3, sync) if eng.model.latent_profile else 0.0
-        rowcache = _cache_rows(eng.cache, B)
-        eager = _median_ms(lambda: _decode(eng.model, tok, pos, lat, sd, temps, rowcache), warmup, iters, sync)
-        graph = None
-        if graphs:
-            g = eng._graph(B)
-            graph = _median_ms(lambda: g(tok, pos, lat, sd, temps), warmup, iters, sync)
-        nbytes = decode_bytes(eng.model, B, context)
-        bound = (nbytes["weights"] + nbytes["kv"]) / bandwidth * 1e3
-        best = graph if graph is not None else eager
-        rows.append(dict(B=B, T=context, eager_ms=eager, graph_ms=graph, bound_ms=bound,
-                         graph_over_bound=None if graph is None else graph / bound,
-                         eager_over_graph=None if graph is None else eager / graph, tok_s=B / best * 1e3,
-                         latent_ms=latent_ms, weight_bytes=nbytes["weights"], kv_bytes=nbytes["kv"],
-                         fused=fused and K.fused_available(device), family=cfg.family, dtype=str(dtype).removeprefix("torch."), device=str(device),
-                         peak_memory_gib=torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None))
-    del eng
-    if device.type == "cuda": torch.cuda.empty_cache()
-    return rows
-
-_KERNEL_KINDS = (("matmul", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")), ("attention", ("attention", "flash", "fmha", "sdpa")),
-                 ("norm", ("rmsnorm", "reduce", "mean")), ("rope_cache", ("rope", "scatter")), ("activation", ("silu",)))
-
-def _kernel_kind(name: str) -> str:
-    n = name.lower()
-    return next((kind for kind, keys in _KERNEL_KINDS if any(k in n for k in keys)), "other")
-
-@torch.no_grad()
-def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=torch.float16, fused: bool = True,
-                   device="cuda", seed: int = 0, top: int = 12) -> dict:
-    """Where one eager decode step spends GPU time: every kernel of the step (torch.profiler), summed by kind
-    (matmul, attention, norm, rope/cache, activation, other), with the largest kernels; and the graph step's wall time."""
-    from torch.profiler import profile, ProfilerActivity
-    cfg, device = preset_config(cfg), torch.device(device)
-    eng = Engine(cfg, device, dtype, max_batch=batch, max_len=context, cuda_graphs=True, graph_buckets=(batch,))
-    init_weights(eng.model, seed)
-    eng.model.fused_decode = fused
-    seeds, sync = list(range(batch)), (lambda: torch.cuda.synchronize(device))
-    tok = torch.zeros(batch, dtype=torch.int64, device=device)
-    pos = torch.full((batch,), context - 1, dtype=torch.int64, device=device)
-    sd, temps, lat = torch.tensor(seeds, device=device), torch.ones(batch, device=device), eng._latents(seeds, [context - 1] * batch)
-    step = lambda: _decode(eng.model, tok, pos, lat, sd, temps, _cache_rows(eng.cache, batch))
-    g = eng._graph(batch)
-    graph_ms = _median_ms(lambda: g(tok, pos, lat, sd, temps), 3, 10, sync)
-    eager_ms = _median_ms(step, 2, 5, sync)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step(); sync()
-    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
-    by_name, by_kind = {}, {}
-    for e in kernels:
-        us = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
-        n = by_name.setdefault(e.name, [0, 0.0]); n[0] += 1; n[1] += us
-        k = by_kind.setdefault(_kernel_kind(e.name), [0, 0.0]); k[0] += 1; k[1] += us
-    total_ms = sum(v[1] for v in by_name.values()) / 1e3
-    nbytes = decode_bytes(eng.model, batch, context)
-    del eng, g
-    torch.cuda.empty_cache()
-    return dict(B=batch, T=context, fused=fused, graph_ms=graph_ms, eager_ms=eager_ms, kernels=len(kernels), kernel_ms=total_ms,
-                gaps_ms=graph_ms - total_ms, bound_ms=(nbytes["weights"] + nbytes["kv"]) / 4.8e12 * 1e3,
-                by_kind={k: dict(count=c, ms=us / 1e3) for k, (c, us) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])},
-                top=[dict(name=n[:120], count=c, ms=us / 1e3) for n, (c, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]])
-
-@torch.no_grad()
-def bench_matmuls(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), dtype=torch.float16, device="cuda", iters: int = 50) -> dict:
-    "Achieved bandwidth of each distinct weight product of a decode step (cuBLAS via F.linear), and of a plain device copy."
-    cfg, device = preset_config(cfg), torch.device(device)
-    m = build_model(cfg, device="meta", dtype=dtype)
-    shapes = sorted({tuple(p.shape) for p in m.parameters() if p.dim() == 2})    # Huginn's tied embedding is its head
-    def timed(fn):
-        for _ in range(3): fn()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device); a.record()
-        for _ in range(iters): fn()
-        b.record(); torch.cuda.synchronize(device)
-        return a.elapsed_time(b) / iters
-    rows = []
-    for shape in shapes:
-        w = torch.randn(shape, device=device, dtype=dtype)
-        for B in batch_sizes:
-            x = torch.randn(B, shape[1], device=device, dtype=dtype)
-            ms = timed(lambda: torch.nn.functional.linear(x, w))
-            rows.append(dict(out=shape[0], inp=shape[1], B=B, ms=ms, GBps=w.numel() * w.element_size() / ms / 1e6))
-        del w
-    src = torch.empty(1 << 31, dtype=torch.uint8, device=device); dst = torch.empty_like(src)
-    copy_ms = timed(lambda: dst.copy_(src))
-    return dict(matmuls=rows, copy_read_plus_write_GBps=2 * src.numel() / copy_ms / 1e6)

@@ -15,6 +15,7 @@ from .config import load_config, ConfigError
 from .hf import CheckpointError
 from .data import (HELDOUT_DATA, DataError, load_prompts, load_tokenizer, encode_text, decode_text)
 from .rewards import DEFAULT_REWARD, load_reward, score_completion
+from .records import Request
 
 # %% auto #0
 __all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
@@ -43,12 +44,12 @@ def eval_seed(seed: int, question: int, sample: int) -> int:
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
 # %% ../nbs/11a_eval.ipynb #faded8a5
-def eval_requests(prompt_ids: list[list[int]], spec: EvalSpec, stop_ids=()) -> list[dict]:
+def eval_requests(prompt_ids: list[list[int]], spec: EvalSpec, stop_ids=()) -> list[Request]:
     "Engine requests: per question, one greedy completion (temperature 0) then `spec.samples` sampled ones."
     reqs = []
     for q, ids in enumerate(prompt_ids):
         for k in range(-1, spec.samples):
-            reqs.append(dict(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k), max_new_tokens=spec.max_new_tokens,
+            reqs.append(Request(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k), max_new_tokens=spec.max_new_tokens,
                              temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids)))
     return reqs
 
@@ -72,19 +73,19 @@ def accuracies(greedy: list[float], sampled: list[list[float]]) -> dict:
 # %% ../nbs/11a_eval.ipynb #db376bba
 def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, reward, spec: EvalSpec = EvalSpec(),
              stop_ids=()) -> dict:
-    "Held-out accuracies of the policy behind `generate` (request dicts → completion dicts) on `prompt_ids` and `labels`."
+    "Held-out accuracies of the policy behind `generate` (Requests → Completions) on `prompt_ids` and `labels`."
     spec.validate()
     if len(prompt_ids) != len(labels) or not labels: raise ValueError(f"{len(prompt_ids)} prompts for {len(labels)} labels")
     comps = generate(eval_requests(prompt_ids, spec, stop_ids))
     per = 1 + spec.samples
-    results = [score_completion(reward, decode(c["tokens"]), labels[i // per], c["tokens"]) for i, c in enumerate(comps)]
+    results = [score_completion(reward, decode(c.tokens), labels[i // per], c.tokens) for i, c in enumerate(comps)]
     scores = [r.value for r in results]
     greedy = scores[::per]
     sampled = [scores[q * per + 1:(q + 1) * per] for q in range(len(labels))]
     statuses = {}
     for r in results: statuses[r.status] = statuses.get(r.status, 0) + 1
     return dict(**accuracies(greedy, sampled), questions=len(labels), samples=spec.samples, temperature=spec.temperature,
-                seed=spec.seed, completion_tokens=sum(len(c["tokens"]) for c in comps), reward_statuses=statuses)
+                seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps), reward_statuses=statuses)
 
 def summary_line(r: dict) -> str:
     "One line for a terminal."
@@ -97,12 +98,12 @@ def summary_line(r: dict) -> str:
 # %% ../nbs/11a_eval.ipynb #909aa46a
 def model_generate(model, max_batch: int = 64, max_len: int | None = None):
     "A `generate` function for `evaluate` that serves `model`'s current weights from an engine in this process."
-    from looprl.engine import Engine, Request
+    from looprl.engine import Engine
     from looprl.hf import export_tensors
     p = next(model.parameters())
     eng = Engine(model.cfg, device=p.device, dtype=p.dtype, max_batch=max_batch, max_len=max_len)
     eng.publish(1, export_tensors(model, device=p.device))
-    return lambda reqs: [c.to_dict() for c in eng.generate([Request(**r) for r in reqs])]
+    return eng.generate
 
 # %% ../nbs/11a_eval.ipynb #59eb742c
 class EvalInputError(UsageError):
@@ -123,7 +124,7 @@ def policy_dir(path) -> Path:
 def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None, device: str = "cpu",
                    reward: str = DEFAULT_REWARD, limit: int | None = None, max_batch: int = 64) -> dict:
     "Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine."
-    from looprl.engine import Engine, Request
+    from looprl.engine import Engine
     from looprl.data import encode_prompts
     try: spec.validate()
     except ValueError as e: raise EvalInputError(f"--{str(e).replace('_', '-')}") from None
@@ -137,8 +138,7 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     max_len = max(map(len, ids)) + spec.max_new_tokens
     if max_len > cfg.max_positions: raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has {cfg.max_positions}")
     eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len)
-    generate = lambda reqs: [c.to_dict() for c in eng.generate([Request(**r) for r in reqs])]
-    r = evaluate(generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward), spec, cfg.eos_token_ids)
+    r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward), spec, cfg.eos_token_ids)
     return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward, publication_digest=eng.committed_digest)
 
 # %% ../nbs/11a_eval.ipynb #e3478516

@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/gpu_digest.html.md"""
 
 # %% ../nbs/03d_gpu_digest.ipynb #97ff3966
 from __future__ import annotations
-import hashlib, os, time
+import hashlib, os
 from typing import Mapping
 import numpy as np
 import torch

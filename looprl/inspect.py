@@ -20,11 +20,11 @@ __all__ = ['INSPECT_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shape
 
 # %% ../nbs/03a_inspect.ipynb #dd133fc4
 def check_sizes(cfg: LoopedConfig, src: str = "config.json") -> LoopedConfig:
-    "Refuse a configuration with a size below one (or negative prelude/coda), naming the native key."
-    for field, key in get_family(cfg.family).size_keys.items():
-        if getattr(cfg, field) < 1: raise ConfigError(f"{src}: key '{key}' must be ≥ 1, got {getattr(cfg, field)}")
-    for field, key in (("n_prelude", "n_layers_in_prelude"), ("n_coda", "n_layers_in_coda")):
-        if getattr(cfg, field) < 0: raise ConfigError(f"{src}: key '{key}' must be ≥ 0, got {getattr(cfg, field)}")
+    "Refuse a configuration with a size below its family's minimum (one, or zero for `zero_size_keys`), naming the native key."
+    family = get_family(cfg.family)
+    for keys, least in ((family.size_keys, 1), (family.zero_size_keys, 0)):
+        for field, key in keys.items():
+            if getattr(cfg, field) < least: raise ConfigError(f"{src}: key '{key}' must be ≥ {least}, got {getattr(cfg, field)}")
     return cfg
 
 # %% ../nbs/03a_inspect.ipynb #8c02e504

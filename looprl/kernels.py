@@ -49,6 +49,7 @@ if triton is not None:
             z = (z.to(tl.float32) * tl.load(w2_ptr + cols, mask=m, other=0.0).to(tl.float32)).to(a.dtype)
             tl.store(y2_ptr + row * N + cols, z, mask=m)
 
+# %% ../nbs/02a_kernels.ipynb #19d7c316
 def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1]).contiguous()
 
@@ -83,6 +84,8 @@ if triton is not None:
         tl.store(out_ptr + i0, (f0 * c - f1 * s).to(out_ptr.dtype.element_ty), mask=mi)
         tl.store(out_ptr + i1, (f1 * c + f0 * s).to(out_ptr.dtype.element_ty), mask=mi)
 
+# %% ../nbs/02a_kernels.ipynb #bca93056
+if triton is not None:
     @triton.jit
     def _rope_cache_kernel(q_ptr, k_ptr, v_ptr, qb_ptr, kb_ptr, cos_ptr, sin_ptr, pos_ptr, out_ptr, kc_ptr, vc_ptr,
                            sq_b, sq_h, sk_b, sk_h, sv_b, sv_h, sc_b, sc_h, sc_t, H, KVH,
@@ -104,6 +107,7 @@ if triton is not None:
             v = tl.load(v_ptr + b * sv_b + h * sv_h + d, mask=md, other=0.0)
             tl.store(vc_ptr + cache_at + d, v.to(vc_ptr.dtype.element_ty), mask=md)
 
+# %% ../nbs/02a_kernels.ipynb #bca93057
 def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None):
     """Rotate q [B,1,H,D] and k [B,1,Hkv,D] (plus biases [H,D]/[Hkv,D]) by cos/sin [B,D/2] (FP32); write k and v
     [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D] (contiguous)."""
@@ -144,6 +148,8 @@ if triton is not None:
         tl.store(l_ptr + i, tl.sum(p, axis=0))
         tl.store(acc_ptr + i * D + d, tl.sum(p[:, None] * v, axis=0), mask=md)
 
+# %% ../nbs/02a_kernels.ipynb #f41a7dac
+if triton is not None:
     @triton.jit
     def _attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, TILES, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)            # b·H + h
@@ -157,6 +163,7 @@ if triton is not None:
         acc = tl.load(acc_ptr + (row * TILES + j[:, None]) * D + d[None, :], mask=mj[:, None] & md[None, :], other=0.0)
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
+# %% ../nbs/02a_kernels.ipynb #f41a7dad
 DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)   # keys per program and its warps: the best of a sweep on the H200
                                                         # (benchmarks/results/h200/attention-sweep.json)
 

@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/latents.html.md"""
 
 # %% ../nbs/01_latents.ipynb #3f44a9e6
 from __future__ import annotations
-import hashlib, math, os, platform, threading, time, warnings
+import hashlib, math, platform, threading, warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -16,8 +16,8 @@ from .precision import dtype_name
 
 # %% auto #0
 __all__ = ['LATENT_PROFILE', 'SEED_LIMIT', 'LATENT_CACHE', 'noise_seed', 'latent_noise_reference', 'trunc_normal_algorithm',
-           'latent_noise', 'LatentCache', 'sequence_latents', 'bench_latents', 'environment_fingerprint', 'TraceError',
-           'TraceMismatch', 'LatentTrace', 'check_trace']
+           'latent_noise', 'LatentCache', 'sequence_latents', 'environment_fingerprint', 'TraceError', 'TraceMismatch',
+           'LatentTrace', 'check_trace']
 
 # %% ../nbs/01_latents.ipynb #296e1d85
 LATENT_PROFILE = "like-init-cpu-f32-v1"
@@ -187,30 +187,6 @@ def sequence_latents(n_embd: int, seed: int, length: int, dtype=torch.float32, d
         _check_length(length)
         return latent_noise(n_embd, _check_seed(seed), range(length), dtype=dtype, device=device)
     return cache.rows(n_embd, seed, length).to(device=device, dtype=dtype, copy=True)
-
-# %% ../nbs/01_latents.ipynb #316de939
-def bench_latents(n_embd: int = 5280, positions: int = 4096, seed: int = 42, repeats: int = 3) -> dict:
-    "Time the naive per-position profile against `latent_noise` and a warm-cache `sequence_latents` replay."
-    pos = range(positions)
-    def best(f):
-        t = math.inf
-        for _ in range(repeats):
-            t0 = time.perf_counter(); r = f(); t = min(t, time.perf_counter() - t0)
-        return t, r
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    t_naive, naive = best(lambda: latent_noise_reference(n_embd, seed, pos))
-    t_fast, fast = best(lambda: latent_noise(n_embd, seed, pos))
-    cache = LatentCache(max_bytes=2 * positions * n_embd * 4)
-    sequence_latents(n_embd, seed, positions, cache=cache)
-    t_cached, cached = best(lambda: sequence_latents(n_embd, seed, positions, cache=cache))
-    same = all(torch.equal(naive.view(torch.int32), t.view(torch.int32)) for t in (fast, cached))
-    return {"command": "python -m looprl.bench latents", "profile": LATENT_PROFILE,
-            "torch": torch.__version__, "trunc_normal": trunc_normal_algorithm(),
-            "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "loadavg_1m_at_start": load, "n_embd": n_embd, "positions": positions, "repeats": repeats,
-            "naive_s": round(t_naive, 4), "fast_s": round(t_fast, 4), "ratio": round(t_naive / t_fast, 2),
-            "cached_replay_s": round(t_cached, 4), "ratio_cached": round(t_naive / t_cached, 1),
-            "bit_identical": same}
 
 # %% ../nbs/01_latents.ipynb #7ed9bf4b
 def environment_fingerprint(dtype, profile: str | None = LATENT_PROFILE) -> dict:

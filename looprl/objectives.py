@@ -6,15 +6,14 @@ Docs: https://looprl.github.io/looprl/objectives.html.md"""
 
 # %% ../nbs/07_objectives.ipynb #60e41da6
 from __future__ import annotations
-import math, os, platform, sys, time
-from contextlib import contextmanager
+import math
 import torch
 from torch.autograd.function import once_differentiable
 
 # %% auto #0
 __all__ = ['AGGREGATIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae', 'grpo_advantages', 'ppo_policy_loss',
            'dppo_policy_loss', 'chunked_logsumexp', 'selected_logprobs', 'categorical_kl', 'token_entropy',
-           'entropy_from_logits', 'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss', 'bench_flow_kl']
+           'entropy_from_logits', 'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss']
 
 # %% ../nbs/07_objectives.ipynb #8922a146
 def _valid(mask: torch.Tensor) -> torch.Tensor: return mask if mask.dtype == torch.bool else mask != 0
@@ -267,70 +266,3 @@ def value_loss(values, values_old, returns, mask, clip: float | None = 0.2, agg:
         clipfrac = _f(masked_mean(((V - V_old).abs() > clip).float(), m))
     else: clipfrac = 0.0
     return aggregate(loss_tok, mask, agg), dict(value_clipfrac=clipfrac, value_mean=_f(masked_mean(V, m)))
-
-# %% ../nbs/07_objectives.ipynb #dfae5b1b
-@contextmanager
-def _quiet_stderr():
-    "Silence file descriptor 2 (kineto prints a line when a profile starts and stops)."
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try: yield
-    finally:
-        os.dup2(saved, 2); os.close(saved); os.close(devnull)
-
-def _profiled_peak_bytes(fn) -> int:
-    "Peak of the running sum of CPU allocator events recorded by torch.profiler while fn() runs."
-    from torch.profiler import ProfilerActivity, profile
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof: fn()
-    events = sorted(((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"))
-    cur = peak = 0
-    for _, nbytes in events:
-        cur += nbytes; peak = max(peak, cur)
-    return peak
-
-def _peak_extra_bytes(fn, device: torch.device) -> int:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device); torch.cuda.reset_peak_memory_stats(device)
-        base = torch.cuda.memory_allocated(device)
-        fn(); torch.cuda.synchronize(device)
-        return torch.cuda.max_memory_allocated(device) - base
-    return _profiled_peak_bytes(fn)
-
-def bench_flow_kl(vocab: int = 166144, tokens: int = 64, chunk_sizes=(4096, 16384, 65536, None), device: str = "cpu",
-                  repeats: int = 3, seed: int = 0, threads: int | None = None) -> dict:
-    "Peak extra memory and time of the chunked full-vocabulary KL for each chunk size (None: unchunked)."
-    if threads is not None:
-        before = torch.get_num_threads(); torch.set_num_threads(threads)
-        try: return bench_flow_kl(vocab, tokens, chunk_sizes, device, repeats, seed)
-        finally: torch.set_num_threads(before)
-    dev = torch.device(device)
-    g = torch.Generator().manual_seed(seed)
-    logits = (torch.randn(tokens, vocab, generator=g) * 3).to(dev)
-    old = torch.log_softmax(logits + 0.1 * torch.randn(tokens, vocab, generator=g).to(dev), -1)
-    ref = categorical_kl(old, logits, None)
-    rows = []
-    for cs in chunk_sizes:
-        peak = _peak_extra_bytes(lambda: categorical_kl(old, logits, cs), dev)
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter(); kl = categorical_kl(old, logits, cs)
-            if dev.type == "cuda": torch.cuda.synchronize(dev)
-            times.append(time.perf_counter() - t)
-        width = vocab if cs is None else min(cs, vocab)
-        temp = tokens * width * 4
-        rows.append(dict(chunk_size=cs, peak_extra_bytes=int(peak), peak_extra_mib=round(peak / 2**20, 3),
-                         one_temporary_bytes=temp, peak_over_temporary=round(peak / temp, 3),
-                         seconds_best=round(min(times), 5), max_abs_diff_vs_unchunked=float((kl - ref).abs().max())))
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f: cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
-    except OSError: pass
-    return dict(vocab=vocab, tokens=tokens, dtype="float32", device=str(dev),
-                device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu,
-                input_bytes_each=tokens * vocab * 4,
-                method="torch.cuda.max_memory_allocated minus the allocation before the call" if dev.type == "cuda"
-                       else "torch.profiler(profile_memory=True): peak of the running sum of allocator events during the call",
-                torch=torch.__version__, python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(),
-                torch_threads=torch.get_num_threads(), load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-                rows=rows)

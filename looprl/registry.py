@@ -27,9 +27,11 @@ class Family:
     depth_key: str                              # config.json key of the loop count
     default_precision: str                      # "fp16" or "fp32": the precision runs on a GPU default to
     tiny: dict                                  # config.json of the tiny preset
-    size_keys: dict = field(default_factory=dict)   # LoopedConfig field → native config.json key
+    size_keys: dict = field(default_factory=dict)   # LoopedConfig field → native config.json key (a size ≥ 1)
+    zero_size_keys: dict = field(default_factory=dict)   # the same for sizes that may be 0 (Huginn's prelude and coda)
     presets: dict = field(default_factory=dict)     # preset name → file under looprl/assets/configs
     embedded: Path | None = None                # the shipped warm-started tiny checkpoint, if any
+    megatron_layout: object | None = None       # its Megatron-core names (a looprl.megatron.MegatronLayout); None: it has none
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str): raise FamilyError(f"family name must be a non-empty string, got {self.name!r}")

@@ -15,8 +15,9 @@ from .atomic import atomic_dir, atomic_write_text
 # %% auto #0
 __all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'METRICS', 'POLICIES', 'RunError', 'skip_restore',
            'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name', 'save_checkpoint',
-           'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'append_metrics',
-           'read_metrics', 'policy_path', 'latest_policy', 'read_contract', 'contract_differences', 'check_contract']
+           'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'rank_file',
+           'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path', 'latest_policy',
+           'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -29,12 +30,16 @@ RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "
               "rng.torch_cuda", "sampler", "cursor", "version")
 SKIP_RESTORE_VAR = "LOOPRL_SKIP_RESTORE"
 
+def _restorable(part: str) -> bool:
+    "One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer processes)."
+    return part in RESTORABLE or (part.startswith("shard.") and part[6:].isdigit())
+
 def skip_restore(part: str) -> bool:
     "Fault injection for negative tests: True when `LOOPRL_SKIP_RESTORE` names `part`, so a resume leaves it as a fresh run has it."
-    if part not in RESTORABLE: raise ValueError(f"{part!r} is not restorable state; one of {', '.join(RESTORABLE)}")
+    if not _restorable(part): raise ValueError(f"{part!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
     names = {n.strip() for n in os.environ.get(SKIP_RESTORE_VAR, "").split(",") if n.strip()}
-    unknown = sorted(names - set(RESTORABLE))
-    if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}")
+    unknown = sorted(n for n in names if not _restorable(n))
+    if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
     return part in names
 
 def capture_rng() -> dict:
@@ -100,14 +105,23 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     for stale in ck.glob(".tmp-*"): shutil.rmtree(stale, ignore_errors=True)
     return dst
 
-def save_trainer_state(state: dict, d: Path):
-    "Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives)."
-    torch.save({**state, "rng": capture_rng()}, Path(d) / "trainer.pt")
+def save_trainer_state(state: dict, d: Path, processes: int = 1, tensor_parallel: int = 1):
+    """Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives),
+    with the number of trainer processes and the tensor-parallel size that made it."""
+    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel}, Path(d) / "trainer.pt")
 
 # %% ../nbs/09_state.ipynb #9a640002
-def load_trainer_state(d: Path, restore: bool = True) -> dict:
+def _same_layout(d: Path, made: tuple, asked: tuple):
+    "Refuse a checkpoint made by another number of trainer processes (or tensor-parallel size), naming both."
+    if made[0] != asked[0]:
+        raise RunError(f"{d}: written by {made[0]} trainer process{'es' * (made[0] != 1)}; this run has {asked[0]} "
+                       f"(resume with --trainer-processes {made[0]}: its shards resume exactly only on as many processes)")
+    if made[1] != asked[1]: raise RunError(f"{d}: written with --tensor-parallel {made[1]}; this run has {asked[1]}")
+
+def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor_parallel: int = 1) -> dict:
     "Read a trainer's state from checkpoint directory `d`, restoring the calling process's RNG if `restore`."
     st = torch.load(Path(d) / "trainer.pt", weights_only=True, map_location="cpu")
+    _same_layout(Path(d), (st.get("trainer_processes", 1), st.get("tensor_parallel", 1)), (processes, tensor_parallel))
     if restore: restore_rng(st["rng"])
     return st
 
@@ -124,6 +138,24 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
     d = Path(d)
     if restore: restore_rng(torch.load(d / "rng.pt", weights_only=True))
     return json.loads((d / "loop.json").read_text())
+
+# %% ../nbs/09_state.ipynb #82c97cb0
+def rank_file(rank: int) -> str: return f"trainer-rank{rank}.pt"
+
+def save_rank_state(state: dict, d: Path, rank: int, processes: int, tensor_parallel: int = 1):
+    "Write trainer rank `rank`'s part of the state, with its process's RNG, into checkpoint directory `d`."
+    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+               Path(d) / rank_file(rank))
+
+def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1, restore: bool = True) -> dict:
+    "Read trainer rank `rank`'s part from checkpoint directory `d` (refused when another process count wrote it); restores this process's RNG if `restore`."
+    d = Path(d)
+    made = len(list(d.glob("trainer-rank*.pt"))) or 1            # no rank files: one trainer process wrote trainer.pt
+    _same_layout(d, (made, tensor_parallel), (processes, tensor_parallel))
+    st = torch.load(d / rank_file(rank), weights_only=True, map_location="cpu")
+    _same_layout(d, (st["trainer_processes"], st["tensor_parallel"]), (processes, tensor_parallel))
+    if restore: restore_rng(st["rng"])
+    return st
 
 # %% ../nbs/09_state.ipynb #106d23f0
 METRICS, POLICIES = "metrics.jsonl", "policies"

@@ -259,9 +259,18 @@ class Trainer:
         t = export_tensors(self.actor.model, device=self.device if on_device else "cpu")
         return t, state_digest(t)
 
-    def _micro(self, idx):
+    def micro_batches(self, idx) -> list:
+        "Consecutive slices of `idx`, `micro_batch_size` rows each (the last may be shorter)."
         mb = self.s.micro_batch_size
         return [idx[i:i + mb] for i in range(0, len(idx), mb)]
+
+    def step_share(self, micro: list) -> list:
+        "The micro-batches of one optimizer step that this process runs: all of them (a sharded trainer runs its share)."
+        return micro
+
+    def reduce_step_metrics(self, metrics: dict) -> dict:
+        "Loss metrics of this process's share of a step → those of the whole step: the same, in one process."
+        return metrics
 
     def _weight(self, b: SequenceBatch, rows, all_rows):
         if self.s.loss_agg == "token-mean": return float(b.mask[rows].sum() / b.mask[all_rows].sum().clamp_min(1))
@@ -286,7 +295,7 @@ def _weighted(items):
 @torch.no_grad()
 def _selected_logprobs(self: Trainer, b: SequenceBatch):
     out = torch.zeros_like(b.mask)
-    for rows in self._micro(list(range(len(b.seeds)))):
+    for rows in self.micro_batches(list(range(len(b.seeds)))):
         sb = b.rows(rows)
         out[rows] = response_logprobs(self.actor.model, sb, self.s.temperature, self.s.kl_chunk_size)
     return out
@@ -295,7 +304,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
 @torch.no_grad()
 def _full_logprobs(self: Trainer, b: SequenceBatch):
     out = []
-    for rows in self._micro(list(range(len(b.seeds)))):
+    for rows in self.micro_batches(list(range(len(b.seeds)))):
         out.append(response_logits(self.actor.model, b.rows(rows), self.s.temperature).log_softmax(-1).cpu())
     return out   # list per micro-batch of [n, R, V] (FP32, CPU)
 
@@ -303,7 +312,7 @@ def _full_logprobs(self: Trainer, b: SequenceBatch):
 @torch.no_grad()
 def _values(self: Trainer, b: SequenceBatch):
     out = torch.zeros_like(b.mask)
-    for rows in self._micro(list(range(len(b.seeds)))):
+    for rows in self.micro_batches(list(range(len(b.seeds)))):
         out[rows] = response_values(self.critic.model, b.rows(rows))
     return out * b.mask
 
@@ -323,7 +332,7 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
 @patch
 def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
     s, metrics = self.s, []
-    for mrows in self._micro(rows):
+    for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         logits = response_logits(self.actor.model, sb, s.temperature)
         loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen)
@@ -334,19 +343,19 @@ def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
         w = self._weight(b, mrows, rows)
         self.actor.backward(loss * w)
         metrics.append((w, {"loss": float(loss.detach()), **met}))
-    return {**_weighted(metrics), **self.actor.step()}
+    return {**self.reduce_step_metrics(_weighted(metrics)), **self.actor.step()}
 
 @patch
 def _critic_step(self: Trainer, b, rows, values_old, returns):
     metrics = []
-    for mrows in self._micro(rows):
+    for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         v = response_values(self.critic.model, sb)
         loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip, agg=self.s.loss_agg)
         w = self._weight(b, mrows, rows)
         self.critic.backward(loss * w)
         metrics.append((w, {"value_loss": float(loss.detach()), **met}))
-    return {**_weighted(metrics), **{f"critic_{k}": v for k, v in self.critic.step().items()}}
+    return {**self.reduce_step_metrics(_weighted(metrics)), **{f"critic_{k}": v for k, v in self.critic.step().items()}}
 
 # %% ../nbs/08_trainer.ipynb #c6874c7a
 def rollout_parts(n: int, parts: int) -> list[list[int]]:

@@ -14,7 +14,7 @@ from safetensors.torch import save_file, safe_open
 import looprl
 from .config import LoopedConfig, load_config
 from fastcore.basics import patch
-from .models import build_model, rope_interleaved, rope_half, KVCache
+from .models import build_model, KVCache, PlaneAttention
 from .latents import LatentTrace
 from .engine import Engine, Request, Completion, PublicationError, check_requests
 from .vllm_plugin import SEED_KEY, check_vllm_version, patch_sampler
@@ -24,28 +24,22 @@ __all__ = ['attention_modules', 'rebind_attention', 'paged_attention_fp64', 'pla
            'LooprlWorkerExtension', 'VllmEngine']
 
 # %% ../nbs/04b_vllm.ipynb #12cb5312
-def _huginn_attention(self, x, ctx, plane):
-    "HuginnAttention on vLLM: fused qkv, q/k bias, interleaved RoPE, then `self.vllm_planes[plane]` over the flat tokens."
-    q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
-    if hasattr(self, "qk_bias"): q, k = q + self.qk_bias[0, 0], k + self.qk_bias[1, 0]
-    q, k = rope_interleaved(q, ctx.cos, ctx.sin), rope_interleaved(k, ctx.cos, ctx.sin)
-    return self.proj(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0], v.flatten(-2)[0])[None])
-
-def _llama_attention(self, x, ctx, plane):
-    "LlamaAttention (Ouro, Nanbeige) on vLLM: q/k/v projections, half-split RoPE, then `self.vllm_planes[plane]`."
-    q, k = self.q_proj(x).unflatten(-1, (self.H, self.D)), self.k_proj(x).unflatten(-1, (self.Hkv, self.D))
-    q, k = rope_half(q, ctx.cos, ctx.sin), rope_half(k, ctx.cos, ctx.sin)
-    return self.o_proj(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0], self.v_proj(x)[0])[None])
+def _plane_forward(self, x, ctx, plane):
+    "A `PlaneAttention` on vLLM: its own projections, biases and RoPE, then `self.vllm_planes[plane]` over the flat tokens."
+    q, k, v, bias = self.project(x)
+    if bias: q, k = q + bias[0], k + bias[1]
+    q, k = self.rope(q, ctx.cos, ctx.sin), self.rope(k, ctx.cos, ctx.sin)
+    return self.output(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0], v.flatten(-2)[0])[None])
 
 def attention_modules(model) -> list:
     "The physical attention modules of a looprl provider (one per physical layer)."
-    return [m for n, m in model.named_modules() if n.endswith((".attn", ".self_attn"))]
+    return [m for m in model.modules() if isinstance(m, PlaneAttention)]
 
 def rebind_attention(model, planes):
     "Give each physical attention module of `model` the vLLM-side forward over `planes` (indexed by looprl's plane number)."
     for m in attention_modules(model):
         m.__dict__["vllm_planes"] = planes         # a plain attribute: not a submodule, so parameter names stay native
-        m.forward = types.MethodType(_huginn_attention if hasattr(m, "Wqkv") else _llama_attention, m)
+        m.forward = types.MethodType(_plane_forward, m)
 
 # %% ../nbs/04b_vllm.ipynb #70bbc4f8
 def paged_attention_fp64(q: torch.Tensor, attn) -> torch.Tensor | None:
@@ -72,6 +66,7 @@ def paged_attention_fp64(q: torch.Tensor, attn) -> torch.Tensor | None:
         out[a:b] = o[0].transpose(0, 1).reshape(b - a, H * D).to(q.dtype)
     return out
 
+# %% ../nbs/04b_vllm.ipynb #70bbc4f9
 def plane_attention(planes, plane: int, q, k, v):
     "vLLM's attention of `plane` (it writes the plane's KV cache); for FP32 the FP64 result over that cache instead."
     o = planes[plane](q, k, v)
@@ -105,9 +100,7 @@ class LoopedForCausalLM(nn.Module):
                                     for k in range(cfg.kv_planes))
         rebind_attention(provider, self.planes)
 
-    def embed_input_ids(self, input_ids):
-        p = self.provider
-        return p.transformer.wte(input_ids) * p.emb_scale if hasattr(p, "transformer") else p.model.embed_tokens(input_ids)
+    def embed_input_ids(self, input_ids): return self.provider.embed(input_ids)
 
     def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None, looprl_seeds=None, **kwargs):
         if inputs_embeds is not None: raise ValueError("looprl's vLLM models take token ids, not prompt embeddings")
@@ -207,6 +200,7 @@ def _vllm_inputs(self: VllmEngine, r: Request):
                             extra_args={SEED_KEY: seed})
     return prompt, params
 
+# %% ../nbs/04b_vllm.ipynb #adcdff4e
 @patch
 def generate(self: VllmEngine, requests: Sequence[Request]) -> list[Completion]:
     "Completions for `requests`, in order, under the committed publication (vLLM schedules the batch)."
@@ -218,6 +212,7 @@ def generate(self: VllmEngine, requests: Sequence[Request]) -> list[Completion]:
     outs = self.llm.generate(list(prompts), list(params), use_tqdm=False) if requests else []
     return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outs)]
 
+# %% ../nbs/04b_vllm.ipynb #adcdff4f
 @patch
 def _completion(self: VllmEngine, r: Request, out) -> Completion:
     cfg, tk = self.cfg, [int(t) for t in out.token_ids]

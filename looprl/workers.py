@@ -14,14 +14,27 @@ from .trainer import TrainSettings, build_trainer
 from .state import save_trainer_state, load_trainer_state, fault_point, seed_everything
 from .hf import write_tensors
 from .atomic import atomic_dir
+from .records import Request, Completion
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TRANSPORTS', 'TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Call',
-           'WorkerHandle', 'TrainerHandle', 'EngineHandle', 'MemoryTransport', 'DiskTransport', 'NcclTransport',
-           'PlacementError', 'Placement']
+__all__ = ['TRANSPORTS', 'RAY_START_ATTEMPTS', 'nested_state_digest', 'TrainerWorker', 'EngineWorker', 'pack_tensors',
+           'unpack_tensors', 'free_port', 'WeightLink', 'Call', 'WorkerHandle', 'TrainerHandle', 'EngineHandle',
+           'MemoryTransport', 'DiskTransport', 'NcclTransport', 'start_ray', 'PlacementError', 'Placement',
+           'TrainerRank', 'TrainerGroup']
 
 # %% ../nbs/10_workers.ipynb #b6d5120a
+def nested_state_digest(state) -> str:
+    "Digest of every tensor in a nested dict/list state, each named by its path from `trainer`."
+    from looprl.hf import state_digest
+    flat = {}
+    def walk(p, v):
+        if isinstance(v, torch.Tensor): flat[p] = v
+        elif isinstance(v, dict): [walk(f"{p}.{k}", x) for k, x in v.items()]
+        elif isinstance(v, (list, tuple)): [walk(f"{p}.{i}", x) for i, x in enumerate(v)]
+    walk("trainer", state)
+    return state_digest(flat)
+
 class TrainerWorker:
     "Owns the actor/critic learners on the training device."
     def __init__(self, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
@@ -59,14 +72,7 @@ class TrainerWorker:
     def load(self, d: str): self.trainer.load_state_dict(load_trainer_state(Path(d)))
     def state_digest(self) -> str:
         "Digest of every tensor of the trainer's state (tests use it to compare workers)."
-        from looprl.hf import state_digest
-        flat = {}
-        def walk(p, v):
-            if isinstance(v, torch.Tensor): flat[p] = v
-            elif isinstance(v, dict): [walk(f"{p}.{k}", x) for k, x in v.items()]
-            elif isinstance(v, (list, tuple)): [walk(f"{p}.{i}", x) for i, x in enumerate(v)]
-        walk("trainer", self.trainer.state_dict())
-        return state_digest(flat)
+        return nested_state_digest(self.trainer.state_dict())
 
 class EngineWorker:
     "Owns the rollout engine (`engine`: native or vllm, see `looprl.verify.engine_class`) on its dedicated device."
@@ -96,9 +102,7 @@ class EngineWorker:
             self.engine.abort(); raise
     def publish_dir(self, version: int, path: str, digest: str | None = None) -> str:
         return self.engine.publish_dir(version, path, digest)
-    def generate(self, requests: list[dict]) -> list[dict]:
-        from looprl.engine import Request
-        return [c.to_dict() for c in self.engine.generate([Request(**r) for r in requests])]
+    def generate(self, requests: list[Request]) -> list[Completion]: return self.engine.generate(requests)
     def stats(self) -> dict: return dict(getattr(self.engine, "stats", {}))
     def close(self):
         "Release the engine (a vLLM engine's worker threads and KV cache); one vLLM engine per process at a time."
@@ -208,7 +212,7 @@ class TrainerHandle(WorkerHandle):
 
 class EngineHandle(WorkerHandle):
     "The engine worker's calls."
-    def generate(self, requests: list[dict]) -> list[dict]: return self.run("generate", requests)
+    def generate(self, requests: list[Request]) -> list[Completion]: return self.run("generate", requests)
     def publish(self, version: int, payload: dict | Call) -> str: return self.run("publish", version, payload)
     def publish_dir(self, version: int, path: str, digest: str | None = None) -> str: return self.run("publish_dir", version, path, digest)
     def receive_publication(self, version: int, staged: dict) -> str: return self.run("receive_publication", version, staged)
@@ -239,6 +243,18 @@ class NcclTransport(MemoryTransport):
 
 TRANSPORTS = {"memory": MemoryTransport, "disk": DiskTransport, "nccl": NcclTransport}
 
+# %% ../nbs/10_workers.ipynb #db3bffa1
+RAY_START_ATTEMPTS = 3          # Ray waits a fixed 30 s for its own node to start; a loaded machine can need longer
+
+def start_ray(address: str | None = None, attempts: int = RAY_START_ATTEMPTS):
+    "`ray.init` for a placement; a local node that timed out during its start is shut down and started again."
+    import ray
+    for attempt in range(1, attempts + 1):
+        try: return ray.init(address=address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+        except Exception as e:
+            if address is not None or "timed out during startup" not in str(e) or attempt == attempts: raise
+            ray.shutdown()
+
 # %% ../nbs/10_workers.ipynb #cc545438
 class PlacementError(ValueError):
     "Workers that cannot be placed as asked (too few GPUs in the cluster); the message says what is missing."
@@ -246,16 +262,23 @@ class PlacementError(ValueError):
 class Placement:
     "The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`)."
     def __init__(self, mode: str, trainer_kwargs: dict, engine_kwargs: dict, use_gpus: bool = False,
-                 ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory"):
-        self.mode = mode
+                 ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory",
+                 trainer_processes: int = 1, tensor_parallel: int = 1):
+        self.mode, self.group = mode, None
         if transport == "nccl" and (mode != "ray" or not use_gpus):
             raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
+        if trainer_processes > 1 and (mode != "local" or use_gpus or transport == "nccl"):
+            raise PlacementError("--trainer-processes: several trainer processes run on this host's CPUs (--workers local, --device cpu, no nccl transport)")
+        if trainer_processes > 1:          # one gloo group of persistent processes; the handle calls it like one worker
+            self.group = TrainerGroup(trainer_processes, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars)
+            self._handles(self.group, EngineWorker(**engine_kwargs), False, transport)
+            return
         if mode == "local":
             self._handles(TrainerWorker(**trainer_kwargs, env_vars=train_env_vars), EngineWorker(**engine_kwargs), False, transport)
             return
         import ray
         self.owns_ray = not ray.is_initialized()
-        if self.owns_ray: ray.init(address=ray_address, include_dashboard=False, log_to_driver=True, configure_logging=False)
+        if self.owns_ray: start_ray(ray_address)
         gpu = 1 if use_gpus else 0
         have = ray.cluster_resources().get("GPU", 0)
         if use_gpus and have < 2:
@@ -277,8 +300,72 @@ class Placement:
         self.transport = TRANSPORTS[transport](self.trainer, self.engine, same_process=not ray_actors)
 
     def shutdown(self):
+        if self.group is not None: self.group.close()
         if self.mode == "local": self.engine.worker.close()
         if self.mode == "ray":
             import ray
             for h in (self.trainer, self.engine): ray.kill(h.worker)
             if self.owns_ray: ray.shutdown()
+
+# %% ../nbs/10_workers.ipynb #bcafe65d
+from .state import save_rank_state, load_rank_state
+
+# %% ../nbs/10_workers.ipynb #37b084da
+class TrainerRank(TrainerWorker):
+    """One of the trainer processes of `--trainer-processes N`: a `TrainerWorker` over a `distributed.ShardedTrainer`.
+    Every method is a collective (every rank runs it); rank 0's result is the group's, the others return None."""
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None,
+                 seed: int = 0, tensor_parallel: int = 1):
+        from looprl.distributed import build_sharded_trainer
+        os.environ.update(env_vars or {})
+        self.model_dir, self.rank, self.world, self.tp = model_dir, rank, world_size, tensor_parallel
+        self.trainer = build_sharded_trainer(model_dir, TrainSettings(**settings), device, tensor_parallel=tensor_parallel)
+        seed_everything(seed)
+
+    def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str | None:
+        if self.rank == 0: return super().publish_to_disk(path, max_shard_bytes)
+        self.trainer.publication()
+
+    def export_policy(self, path: str):
+        "Rank 0 writes the gathered actor as a native checkpoint directory (as one process exports it)."
+        from looprl.distributed import full_tensors
+        from looprl.hf import load_into, save_checkpoint
+        from looprl.models import build_model
+        from looprl.data import load_tokenizer
+        tensors = full_tensors(self.trainer.actor.model)
+        if self.rank == 0:
+            model = load_into(build_model(self.trainer.cfg, "actor"), tensors, "the trainer's gathered actor")
+            save_checkpoint(model, path, dtype=self.trainer.s.dtype, tokenizer=load_tokenizer(self.model_dir))
+
+    def save(self, d: str):
+        "Every rank writes its own file (shards, optimizer state, RNG); rank 0 adds the whole state as `trainer.pt`."
+        save_rank_state(self.trainer.local_state(), Path(d), self.rank, self.world, self.tp)
+        full = self.trainer.full_state()
+        if self.rank == 0: save_trainer_state(full, Path(d), self.world, self.tp)
+
+    def load(self, d: str): self.trainer.load_local_state(load_rank_state(Path(d), self.rank, self.world, self.tp))
+
+    def state_digest(self) -> str | None:
+        state = self.trainer.full_state()                     # a collective: every rank gathers
+        return nested_state_digest(state) if self.rank == 0 else None
+
+# %% ../nbs/10_workers.ipynb #54d0b529
+class TrainerGroup:
+    """N trainer processes behind the methods of one `TrainerWorker`, for `TrainerHandle`: each call runs on every rank
+    (`distributed.RankGroup` on this host) and returns rank 0's result."""
+    def __init__(self, processes: int, tensor_parallel: int = 1, **trainer_kwargs):
+        from looprl.distributed import RankGroup
+        threads = TrainSettings(**trainer_kwargs["settings"]).threads or 1
+        self.ranks = RankGroup(TrainerRank, processes, **trainer_kwargs, tensor_parallel=tensor_parallel, threads=threads)
+
+    def _all(self, method: str, *args): return self.ranks.call(method, *args)[0]
+    def ready(self): return self._all("ready")
+    def device(self): return self._all("device")
+    def publication(self, on_device: bool = False) -> dict: return self._all("publication", False)
+    def publish_to_disk(self, path: str) -> str: return self._all("publish_to_disk", path)
+    def train(self, rollout: dict, group_size: int) -> dict: return self._all("train", rollout, group_size)
+    def export_policy(self, path: str): return self._all("export_policy", path)
+    def save(self, d: str): return self._all("save", d)
+    def load(self, d: str): return self._all("load", d)
+    def state_digest(self) -> str: return self._all("state_digest")
+    def close(self): self.ranks.close()

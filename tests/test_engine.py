@@ -10,7 +10,8 @@ from looprl.latents import LATENT_PROFILE, LatentTrace, check_trace, environment
 from looprl.records import Request, Completion, check_requests
 from looprl.sampling import hash_uniform, sample_tokens, processed_logprobs, M32
 from looprl.publication import PublicationError
-from looprl.engine import Engine, bench_rollout, decode_bytes
+from looprl.engine import Engine
+from looprl.bench.rollout import bench_rollout, decode_bytes
 SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.families)
 
 torch.set_num_threads(1)
@@ -347,7 +348,7 @@ def test_decode_bytes_reproduce_the_h200_anchor_bounds():
 
 def test_published_rope_table_is_the_revisions(ckpts):
     "freqs_cis is checked against the CPU table of the config and copied in, whatever the model's own buffer held."
-    from looprl.models import huginn_freqs_cis
+    from looprl.families.huginn import huginn_freqs_cis
     e = Engine.from_checkpoint(ckpts["huginn_raven"], max_batch=1, max_len=8)
     with torch.no_grad(): e.model.freqs_cis.add_(1e-3)
     e.publish(2, other_weights("huginn_raven"))

@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 import torch
-from looprl import bench, gpu_digest
+from looprl import gpu_digest
+from looprl.bench import digest as bench
 from looprl.digest import DIGEST_BLOCK, DIGEST_RUN, tensor_leaf, digest_from_leaves, submit_blocks, gather_blocks, leaf_from_blocks
 from looprl.hf import state_digest, tensor_leaves, make_tiny_checkpoint, read_tensors
 

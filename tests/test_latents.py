@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from looprl.latents import (LATENT_PROFILE, LATENT_CACHE, LatentCache, LatentTrace, TraceError, TraceMismatch,
-                            bench_latents, check_trace, environment_fingerprint, latent_noise, latent_noise_reference,
+                            check_trace, environment_fingerprint, latent_noise, latent_noise_reference,
                             noise_seed, sequence_latents, trunc_normal_algorithm)
+from looprl.bench.latents import bench_latents
 
 ROOT = Path(__file__).resolve().parents[1]
 bits = lambda t: t.view(torch.int32)

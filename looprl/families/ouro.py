@@ -6,12 +6,15 @@ Docs: https://looprl.github.io/looprl/ouro.html.md"""
 
 # %% ../../nbs/02c_ouro.ipynb #cdbcd4a3
 from __future__ import annotations
-from ..config import ASSETS, LLAMA_SIZE_KEYS, llama_fields
-from ..models import OuroLM
+import torch
+from fastcore.basics import patch
+from ..config import ASSETS, LLAMA_SIZE_KEYS, LoopedConfig, llama_fields
+from ..megatron import LLAMA_LAYER, LLAMA_TOP, MegatronLayout
+from ..models import GatedMLP, LlamaAttention, Linear, LoopedDecoder, RMSNorm
 from ..registry import Family
 
 # %% auto #0
-__all__ = ['TINY', 'FAMILY', 'ouro_fields']
+__all__ = ['TINY', 'MEGATRON_LAYOUT', 'FAMILY', 'ouro_fields', 'OuroBlock', 'OuroLM']
 
 # %% ../../nbs/02c_ouro.ipynb #558e0023
 def ouro_fields(raw: dict, src: str) -> dict:
@@ -26,5 +29,44 @@ TINY = {"model_type": "ouro", "architectures": ["OuroForCausalLM"],
         "layer_types": ["full_attention"] * 3, "use_sliding_window": False, "torch_dtype": "float32",
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
+# %% ../../nbs/02c_ouro.ipynb #0a0c0001
+class OuroBlock(torch.nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E, eps = cfg.hidden_size, cfg.norm_eps
+        self.self_attn, self.mlp = LlamaAttention(cfg), GatedMLP(cfg)
+        self.input_layernorm, self.input_layernorm_2 = RMSNorm(E, eps), RMSNorm(E, eps)
+        self.post_attention_layernorm, self.post_attention_layernorm_2 = RMSNorm(E, eps), RMSNorm(E, eps)
+    def forward(self, h, ctx, plane):
+        h = h + self.input_layernorm_2(self.self_attn(self.input_layernorm(h), ctx, plane))
+        return h + self.post_attention_layernorm_2(self.mlp(self.post_attention_layernorm(h), fused=ctx.fused))
+
+# %% ../../nbs/02c_ouro.ipynb #0a0c0002
+class OuroLM(LoopedDecoder):
+    "Ouro: sandwich-normed blocks and a frozen early-exit gate."
+    block_cls = OuroBlock
+    def __init__(self, cfg: LoopedConfig, role: str = "actor"):
+        super().__init__(cfg, role)
+        self.model.early_exit_gate = Linear(cfg.hidden_size, 1, bias=True)
+        self.model.early_exit_gate.requires_grad_(False)
+
+@patch
+def exit_probabilities(self: OuroLM, states):
+    "Ouro's exit distribution over loops from the per-loop states: p_t = λ_t Π_{j<t}(1-λ_j), the last takes the rest."
+    lam = torch.cat([torch.sigmoid(self.model.early_exit_gate(h).float()) for h in states], dim=-1)
+    surv = torch.cumprod(torch.cat([torch.ones_like(lam[..., :1]), 1 - lam[..., :-1]], -1), -1)
+    p = lam * surv
+    p[..., -1] = surv[..., -1]
+    return p
+
+# %% ../../nbs/02c_ouro.ipynb #a0155db8
+MEGATRON_LAYOUT = MegatronLayout(
+    top={**LLAMA_TOP, "model.early_exit_gate.weight": "early_exit_gate.weight", "model.early_exit_gate.bias": "early_exit_gate.bias"},
+    stacks={"model.layers": "decoder.layers"},
+    layer={**LLAMA_LAYER, "input_layernorm_2.weight": ("self_attention.linear_proj.post_layernorm.weight", "same"),
+           "post_attention_layernorm_2.weight": ("mlp.linear_fc2.post_layernorm.weight", "same")})
+
+# %% ../../nbs/02c_ouro.ipynb #0a0c0004
 FAMILY = Family(name="ouro", parse=ouro_fields, provider=OuroLM, depth_key="total_ut_steps", default_precision="fp32",
-                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"ouro-1.4b": "ouro-1.4b.json"}, embedded=ASSETS / "tiny-ouro")
+                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"ouro-1.4b": "ouro-1.4b.json"}, embedded=ASSETS / "tiny-ouro",
+                megatron_layout=MEGATRON_LAYOUT)
