@@ -12,16 +12,17 @@ from datetime import timedelta
 from pathlib import Path
 import torch, torch.nn as nn, torch.distributed as dist
 from fastcore.basics import patch
-from .models import HuginnAttention, LlamaAttention, FusedGatedMLP, GatedMLP, LoopedLM
+from .models import LoopedLM, TensorParallel
 from .hf import state_digest
 from .trainer import Learner, Trainer, TrainSettings, build_trainer
 from .state import skip_restore
+from .records import Rollout
 
 # %% auto #0
-__all__ = ['LOOPED_PLANS', 'FUSED_ROWS', 'RankError', 'join_group', 'run_ranks', 'shard_model', 'count_collectives', 'rank_share',
-           'ShardedLearner', 'ShardedTrainer', 'interleave_rows', 'deinterleave_rows', 'native_rows', 'full_tensors',
-           'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay',
-           'RankGroup']
+__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'run_ranks', 'shard_model', 'count_collectives', 'rank_share',
+           'ShardedLearner', 'ShardedTrainer', 'interleave_rows', 'deinterleave_rows', 'stacked_rows', 'native_rows',
+           'full_tensors', 'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay',
+           'single_replay', 'RankGroup']
 
 # %% ../nbs/08b_distributed.ipynb #269d7e2e
 class RankError(RuntimeError):
@@ -199,8 +200,6 @@ class ShardedTrainer(Trainer):
         return dict(zip(metrics, t.tolist()))
 
 # %% ../nbs/08b_distributed.ipynb #7e4f6d2b
-FUSED_ROWS = {"attn.Wqkv.weight": 3, "mlp.fc.weight": 2}   # Huginn's stacked products: q|k|v and gate|up
-
 def interleave_rows(w, parts: int, tp: int):
     "Rows stacked as `parts` equal parts → `tp` contiguous slices, slice r holding the r-th share of every part."
     return w.unflatten(0, (parts, tp, -1)).transpose(0, 1).flatten(0, 2)
@@ -209,11 +208,15 @@ def deinterleave_rows(w, parts: int, tp: int):
     "The inverse of `interleave_rows`: back to the native stacking."
     return w.unflatten(0, (tp, parts, -1)).transpose(0, 1).flatten(0, 2)
 
-def native_rows(name: str, t, tp: int):
-    "A full tensor of a tensor-parallel model (`tp` ranks) in its native layout."
-    for suffix, parts in FUSED_ROWS.items():
-        if tp > 1 and name.endswith(suffix): return deinterleave_rows(t, parts, tp)
-    return t
+def stacked_rows(model: nn.Module) -> dict[str, int]:
+    "Parameter name → parts, for every parameter whose module declares its rows stacked (`TensorParallel.tp_stacked_rows`)."
+    return {f"{prefix}.{name}" if prefix else name: parts for prefix, m in model.named_modules() if isinstance(m, TensorParallel)
+            for name, parts in m.tp_stacked_rows.items()}
+
+def native_rows(model: nn.Module, name: str, t):
+    "The whole tensor `t` of `model`'s parameter `name` in its native layout: rows `tensor_parallel` interleaved restacked."
+    parts = getattr(model, "tp_interleaved", {}).get(name)
+    return deinterleave_rows(t, parts, model.tp_size) if parts else t
 
 # %% ../nbs/08b_distributed.ipynb #17948df0
 def full_tensors(model: LoopedLM, dtype=None) -> dict:
@@ -223,10 +226,10 @@ def full_tensors(model: LoopedLM, dtype=None) -> dict:
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
     if model.role != "actor": raise ValueError("a critic has a value head and no lm_head: it is never exported as a policy")
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    fixed, tp = model.fixed_buffers(), getattr(model, "tp_size", 1)
+    fixed = model.fixed_buffers()
     out = {}
     for name, t in full.items():
-        t = native_rows(name, t.detach(), tp)
+        t = native_rows(model, name, t.detach())
         if dtype is not None and name not in fixed and t.is_floating_point(): t = t.to(dtype)
         out[name] = t.to("cpu", copy=True).contiguous()
     return out
@@ -258,27 +261,21 @@ def _local_view(module: nn.Module, name: str):
     module.register_forward_pre_hook(read_local); module.register_forward_hook(read_parameter)
 
 def _plan(m, tp):
-    "The DTensor plan of one attention or MLP module (None for other modules); Huginn's stacked rows interleaved first."
-    from torch.distributed.tensor.parallel import ColwiseParallel as C, RowwiseParallel as R
-    if isinstance(m, (HuginnAttention, LlamaAttention)):
-        heads = (m.H, getattr(m, "Hkv", m.H))
-        if any(h % tp for h in heads): raise ValueError(f"tensor_parallel: {heads[0]} heads and {heads[1]} KV heads must split over {tp} ranks")
-    if isinstance(m, HuginnAttention):
-        with torch.no_grad(): m.Wqkv.weight.copy_(interleave_rows(m.Wqkv.weight, 3, tp))
-        m.H //= tp
-        return {"Wqkv": C(), "proj": R()}
-    if isinstance(m, LlamaAttention):
-        m.H //= tp; m.Hkv //= tp
-        return {"q_proj": C(), "k_proj": C(), "v_proj": C(), "o_proj": R()}
-    if isinstance(m, FusedGatedMLP):
-        with torch.no_grad(): m.fc.weight.copy_(interleave_rows(m.fc.weight, 2, tp))
-        return {"fc": C(), "proj": R()}
-    if isinstance(m, GatedMLP): return {"gate_proj": C(), "up_proj": C(), "down_proj": R()}
+    "The DTensor plan `m` declares (None for a module without one), after its share and its stacked rows are set for `tp` ranks."
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+    if not isinstance(m, TensorParallel) or not m.tp_plan: return None
+    styles = dict(colwise=ColwiseParallel, rowwise=RowwiseParallel)
+    bad = {k: v for k, v in m.tp_plan.items() if v not in styles}
+    if bad: raise ValueError(f"{type(m).__name__}.tp_plan: {bad} — every style must be 'colwise' or 'rowwise'")
+    m.tp_share(tp)
+    with torch.no_grad():
+        for name, parts in m.tp_stacked_rows.items(): m.get_parameter(name).copy_(interleave_rows(m.get_parameter(name), parts, tp))
+    return {k: styles[v]() for k, v in m.tp_plan.items()}
 
 def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
-    """Megatron-style tensor parallelism with DTensor over the 1-D `mesh`: q/k/v and gate/up column-parallel, o and
-    down row-parallel, each rank running its share of the heads; Huginn's q/k biases sharded by head. Norms,
-    embeddings, heads and Huginn's adapter stay whole on every rank."""
+    """Megatron-style tensor parallelism with DTensor over the 1-D `mesh`, as each module's `TensorParallel` declaration
+    says: column- and row-parallel products, each rank running its share of the heads, head-indexed parameters
+    sharded by head. Modules without a plan (norms, embeddings, heads, adapters) stay whole on every rank."""
     from torch.distributed.tensor import distribute_tensor, Shard
     from torch.distributed.tensor.parallel import parallelize_module
     tp = mesh.size()
@@ -286,14 +283,15 @@ def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
         plan = _plan(m, tp)
         if plan is None: continue
         parallelize_module(m, mesh, plan)
-        if isinstance(m, HuginnAttention) and hasattr(m, "qk_bias"):
-            m.qk_bias = nn.Parameter(distribute_tensor(m.qk_bias.data, mesh, [Shard(2)]))
-            _local_view(m, "qk_bias")
-    model.tp_size = tp
+        for name, dim in m.tp_head_dims.items():
+            if name not in m._parameters: continue        # left out by the config (a model without q/k biases)
+            setattr(m, name, nn.Parameter(distribute_tensor(m._parameters[name].data, mesh, [Shard(dim)])))
+            _local_view(m, name)
+    model.tp_size, model.tp_interleaved = tp, stacked_rows(model)
     return model
 
 # %% ../nbs/08b_distributed.ipynb #bad5cfee
-def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: dict, temperature: float = 0.8, recompute: bool = False):
+def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, temperature: float = 0.8, recompute: bool = False):
     """One TP rank (for `run_ranks`): the replayed log-probs of `rollout` under `tensors` split over all ranks, and
     the native-layout gradients of their masked sum (compare with one process: `single_replay`)."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -302,12 +300,12 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
     m = load_into(build_model(cfg), tensors, "tensors"); m.recompute = recompute
     tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
     lp, grads = single_replay(m, rollout, temperature)
-    return lp, {n: native_rows(n, g.full_tensor() if hasattr(g, "full_tensor") else g, world_size) for n, g in grads.items()}
+    return lp, {n: native_rows(m, n, g.full_tensor() if hasattr(g, "full_tensor") else g) for n, g in grads.items()}
 
-def single_replay(model: LoopedLM, rollout: dict, temperature: float = 0.8):
+def single_replay(model: LoopedLM, rollout: Rollout, temperature: float = 0.8):
     "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
     from looprl.trainer import SequenceBatch, response_logprobs
-    b = SequenceBatch.from_rollout(rollout["prompt_ids"], rollout["response_ids"], rollout["seeds"])
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds)
     lp = response_logprobs(model, b, temperature)
     (lp * b.mask).sum().backward()
     return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
@@ -362,19 +360,19 @@ def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: i
         self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
 
 # %% ../nbs/08b_distributed.ipynb #1eba37fa
-def _gathered(x, name: str, tp: int):
-    "The whole tensor of a DTensor part (a collective), in the native row layout of parameter `name`; other values as they are."
-    if hasattr(x, "full_tensor"): x = native_rows(name, x.full_tensor(), tp)
+def _gathered(model, x, name: str):
+    "The whole tensor of a DTensor part (a collective), in the native row layout of `model`'s parameter `name`; other values as they are."
+    if hasattr(x, "full_tensor"): x = native_rows(model, name, x.full_tensor())
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
 
 @patch
 def full_state(self: ShardedLearner) -> dict:
     """The learner's state as one process's `Learner.state_dict` holds it (whole tensors, native layout, FP32 masters in
     fp16), so `looprl.compare` reads a sharded run like any other. A collective; every rank gets it."""
-    tp, names = getattr(self.model, "tp_size", 1), [n for n, p in self.model.named_parameters() if p.requires_grad]
-    model = {k: _gathered(v, k, tp) for k, v in self.model.state_dict().items()}
+    names = [n for n, p in self.model.named_parameters() if p.requires_grad]
+    model = {k: _gathered(self.model, v, k) for k, v in self.model.state_dict().items()}
     sd = self.opt.state_dict()
-    opt = {**sd, "state": {i: {k: _gathered(v, names[i], tp) for k, v in st.items()} for i, st in sd["state"].items()}}
+    opt = {**sd, "state": {i: {k: _gathered(self.model, v, names[i]) for k, v in st.items()} for i, st in sd["state"].items()}}
     master = None
     if self.s.precision == "fp16":        # one process keeps FP16 parameters and a list of FP32 masters
         master, trained = [model[n] for n in names], set(names) | _aliases(self.model, names)

@@ -18,7 +18,7 @@ from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import (load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text,
                          EMBEDDED_DATA, HELDOUT_DATA)
 from .latents import environment_fingerprint, check_trace
-from .records import Request, Completion
+from .records import Request, Completion, Rollout
 from .rewards import DEFAULT_REWARD, load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings, ALGORITHMS
 from .eval import EvalSpec, evaluate
@@ -388,8 +388,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     results = score(p, u, [r["label"] for r in rows], texts, comps)
     rewards = [r.value for r in results]
     phase("train")
-    rollout = dict(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
-                   logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards)
+    rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
+                      logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards)
     res = pl.trainer.train(rollout, G)
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],

@@ -17,13 +17,14 @@ from . import kernels as K
 
 # %% auto #0
 __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
-           'Linear', 'attention', 'Ctx', 'PlaneAttention', 'HuginnAttention', 'LlamaAttention', 'FusedGatedMLP',
-           'GatedMLP', 'LlamaBlock', 'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights',
-           'decode_logits', 'engine_logits', 'replay_logits', 'recompute']
+           'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention', 'LlamaAttention', 'GatedMLP', 'LlamaBlock',
+           'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights', 'decode_logits', 'engine_logits',
+           'replay_logits', 'recompute']
 
 # %% ../nbs/02_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
     "Root-mean-square norm computed in FP32, cast back to the input dtype, then scaled by `weight`."
+    init_constants = {"weight": 1.0}        # what `init_weights` starts it at (the identity)
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
@@ -106,6 +107,7 @@ def cpu_fp64(on: bool = True):
 # %% ../nbs/02_models.ipynb #19c3beef
 class Linear(nn.Linear):
     "`nn.Linear` whose FP32 product on the CPU outside autograd accumulates in FP64 (`accumulates_fp64`): row results independent of the shape."
+    init_constants = {"bias": 0.0}          # what `init_weights` starts a bias at
     def forward(self, x):
         w, b = self.weight, self.bias
         if not accumulates_fp64(x, w): return F.linear(x, w, b)
@@ -149,8 +151,22 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
         o = attention(q, k[:, :, :ctx.keys], v[:, :, :ctx.keys], ctx.mask)
     return o.transpose(1, 2).flatten(2)
 
+# %% ../nbs/02_models.ipynb #1e407689
+class TensorParallel(nn.Module):
+    """A module `looprl.distributed.tensor_parallel` splits over `tp` ranks by what it declares. `tp_plan`: submodule →
+    'colwise' (its output rows split: each rank computes its share of the heads or of the MLP width) or 'rowwise'
+    (its input columns split; one all-reduce sums the shares). `tp_stacked_rows`: parameter → how many equal parts
+    its rows stack (q | k | v: 3), interleaved so that each rank's slice holds its share of every part.
+    `tp_head_dims`: own parameter → the dim its heads index (sharded there; one the config leaves out is skipped).
+    `tp_share(tp)`: what else changes for a rank to run its share (an attention: its head counts)."""
+    tp_plan: dict[str, str] = {}
+    tp_stacked_rows: dict[str, int] = {}
+    tp_head_dims: dict[str, int] = {}
+    def tp_share(self, tp: int):
+        "Nothing else changes by default."
+
 # %% ../nbs/02_models.ipynb #9864a2b4
-class PlaneAttention(nn.Module):
+class PlaneAttention(TensorParallel):
     "An attention module: its projections and RoPE layout, with the shared attention over a KV plane (`_attend`)."
     rope = None                     # rope_interleaved or rope_half (a staticmethod in the subclass)
     def project(self, x) -> tuple:
@@ -162,27 +178,18 @@ class PlaneAttention(nn.Module):
     def forward(self, x, ctx, plane):
         q, k, v, bias = self.project(x)
         return self.output(_attend(q, k, v, ctx, plane, self.rope, *bias))
-
-# %% ../nbs/02_models.ipynb #9864a2b5
-class HuginnAttention(PlaneAttention):
-    "Huginn's attention: fused `Wqkv` (rows q | k | v, head-major), per-head `qk_bias`, interleaved RoPE."
-    rope = staticmethod(rope_interleaved)
-    def __init__(self, cfg: LoopedConfig):
-        super().__init__()
-        E, H, D = cfg.hidden_size, cfg.n_heads, cfg.head_dim
-        self.H, self.D = H, D
-        self.Wqkv = Linear(E, 3 * H * D, bias=False)
-        if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
-        self.proj = Linear(H * D, E, bias=False)
-    def project(self, x):
-        q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
-        return q, k, v, ((self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ())
-    def output(self, o): return self.proj(o)
+    def tp_share(self, tp: int):
+        "Keep one rank's 1/tp of the query heads `H` (and KV heads `Hkv`, where the module has them)."
+        H, Hkv = self.H, getattr(self, "Hkv", self.H)
+        if H % tp or Hkv % tp: raise ValueError(f"tensor_parallel: {H} heads and {Hkv} KV heads must split over {tp} ranks")
+        self.H = H // tp
+        if hasattr(self, "Hkv"): self.Hkv = Hkv // tp
 
 # %% ../nbs/02_models.ipynb #9864a2b6
 class LlamaAttention(PlaneAttention):
     "Ouro's and Nanbeige's attention: separate bias-free projections, grouped KV heads, half-split RoPE."
     rope = staticmethod(rope_half)
+    tp_plan = {"q_proj": "colwise", "k_proj": "colwise", "v_proj": "colwise", "o_proj": "rowwise"}
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         E, H, Hkv, D = cfg.hidden_size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
@@ -196,18 +203,9 @@ class LlamaAttention(PlaneAttention):
     def output(self, o): return self.o_proj(o)
 
 # %% ../nbs/02_models.ipynb #9864a2b8
-class FusedGatedMLP(nn.Module):
-    "Huginn's MLP: `fc` rows are gate | up."
-    def __init__(self, cfg):
-        super().__init__()
-        self.fc = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
-        self.proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-    def forward(self, x, fused: bool = False):
-        a, b = self.fc(x).chunk(2, dim=-1)
-        return self.proj(K.silu_mul(a, b) if fused else F.silu(a) * b)
-
-class GatedMLP(nn.Module):
+class GatedMLP(TensorParallel):
     "`down(silu(gate(x)) * up(x))` with separate gate and up projections."
+    tp_plan = {"gate_proj": "colwise", "up_proj": "colwise", "down_proj": "rowwise"}
     def __init__(self, cfg):
         super().__init__()
         E, I = cfg.hidden_size, cfg.intermediate_size
@@ -369,19 +367,18 @@ def build_model(cfg: LoopedConfig, role: str = "actor", device=None, dtype=None)
 # %% ../nbs/02_models.ipynb #1f7ed210
 @torch.no_grad()
 def init_weights(model: LoopedLM, seed: int = 0, std: float | None = None, perturb_norms: bool = False) -> LoopedLM:
-    "Seeded random weights (Huginn's like-init std by default) for every parameter of `model`."
+    """Seeded random weights for every parameter of `model`: N(0, std²) (std √(2/5E) by default, the like-init std),
+    except what its module declares in `init_constants` (that constant, plus N(0, 0.1²) with `perturb_norms`)."""
     g = torch.Generator(device=next(model.parameters()).device).manual_seed(seed)
     std = std if std is not None else math.sqrt(2 / (5 * model.cfg.hidden_size))
     for name, p in model.named_parameters(remove_duplicate=True):
-        leaf = name.rsplit(".", 1)[-1]
-        if "norm" in name or "ln_f" in name:
-            p.fill_(1.0)
-            if perturb_norms: p.add_(0.1 * torch.randn(p.shape, generator=g, device=p.device, dtype=p.dtype))
-        elif leaf in ("qk_bias", "bias"):
-            p.zero_()
-            if perturb_norms: p.add_(0.1 * torch.randn(p.shape, generator=g, device=p.device, dtype=p.dtype))
-        else:
+        owner, _, leaf = name.rpartition(".")
+        constant = getattr(model.get_submodule(owner), "init_constants", {}).get(leaf)
+        if constant is None:
             p.copy_(torch.randn(p.shape, generator=g, device=p.device, dtype=torch.float32).mul_(std).to(p.dtype))
+            continue
+        p.fill_(constant)
+        if perturb_norms: p.add_(0.1 * torch.randn(p.shape, generator=g, device=p.device, dtype=p.dtype))
     return model
 
 # %% ../nbs/02_models.ipynb #a12fee2e

@@ -13,7 +13,7 @@ from .config import LoopedConfig
 from .latents import LatentTrace
 
 # %% auto #0
-__all__ = ['Request', 'check_requests', 'Completion']
+__all__ = ['Request', 'check_requests', 'Completion', 'Rollout']
 
 # %% ../nbs/04_records.ipynb #04c4104f
 @dataclass(frozen=True)
@@ -76,3 +76,20 @@ class Completion:
     @classmethod
     def from_dict(cls, d: dict) -> "Completion":
         return cls(**{**d, "trace": LatentTrace.from_dict(d["trace"])})
+
+# %% ../nbs/04_records.ipynb #24923251
+@dataclass(frozen=True)
+class Rollout:
+    "One update's completions for the trainer, in group order; every field has one entry per completion."
+    prompt_ids: list             # token ids of each completion's prompt
+    response_ids: list           # its generated tokens
+    logprobs: list               # the behaviour policy's processed log-prob of each generated token
+    seeds: list                  # its completion seed
+    rewards: list                # its reward
+
+    def __post_init__(self):
+        n = len(self.prompt_ids)
+        for name in ("response_ids", "logprobs", "seeds", "rewards"):
+            if len(getattr(self, name)) != n: raise ValueError(f"rollout: {len(getattr(self, name))} {name} for {n} prompts")
+        for i, (r, lp) in enumerate(zip(self.response_ids, self.logprobs)):
+            if len(r) != len(lp): raise ValueError(f"rollout: completion {i} has {len(lp)} log-probs for {len(r)} tokens")

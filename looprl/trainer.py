@@ -14,6 +14,7 @@ from .models import LoopedLM, build_model, recompute
 from .hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
 from .state import skip_restore
+from .records import Rollout
 from fastcore.basics import patch
 
 # %% auto #0
@@ -373,13 +374,13 @@ def merge_step_metrics(steps: list[dict]) -> dict:
 
 # %% ../nbs/08_trainer.ipynb #48cdc023
 @patch
-def train(self: Trainer, rollout: dict, group_size: int) -> dict:
-    "Learn from one rollout: {prompt_ids, response_ids, logprobs, seeds, rewards}. Returns metrics and per-token records."
+def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
+    "Learn from one `Rollout` (its completions in group order). Returns metrics and per-token records."
     s = self.s
-    b = SequenceBatch.from_rollout(rollout["prompt_ids"], rollout["response_ids"], rollout["seeds"], self.device)
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, self.device)
     behaviour = torch.zeros_like(b.mask)
-    for i, lp in enumerate(rollout["logprobs"]): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
-    rewards = torch.tensor(rollout["rewards"], dtype=torch.float32, device=self.device)
+    for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+    rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)
     # 1. advantages
     values_old = returns = None
     if s.use_critic:

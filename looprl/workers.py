@@ -14,7 +14,7 @@ from .trainer import TrainSettings, build_trainer
 from .state import save_trainer_state, load_trainer_state, fault_point, seed_everything
 from .hf import write_tensors
 from .atomic import atomic_dir
-from .records import Request, Completion
+from .records import Request, Completion, Rollout
 from fastcore.basics import patch
 
 # %% auto #0
@@ -62,7 +62,7 @@ class TrainerWorker:
             (tmp / "digest.txt").write_text(digest)
         return digest
 
-    def train(self, rollout: dict, group_size: int) -> dict: return self.trainer.train(rollout, group_size)
+    def train(self, rollout: Rollout, group_size: int) -> dict: return self.trainer.train(rollout, group_size)
     def export_policy(self, path: str):
         "Write the actor as a native checkpoint directory at `path` (atomically), with the run model's tokenizer."
         from looprl.hf import save_checkpoint
@@ -200,7 +200,7 @@ class WorkerHandle:
 # %% ../nbs/10_workers.ipynb #4a9d0002
 class TrainerHandle(WorkerHandle):
     "The trainer worker's calls."
-    def train(self, rollout: dict, group_size: int) -> dict: return self.run("train", rollout, group_size)
+    def train(self, rollout: Rollout, group_size: int) -> dict: return self.run("train", rollout, group_size)
     def save(self, checkpoint_dir: str): return self.run("save", checkpoint_dir)
     def load(self, checkpoint_dir: str): return self.run("load", checkpoint_dir)
     def export_policy(self, path: str): return self.run("export_policy", path)
@@ -363,7 +363,7 @@ class TrainerGroup:
     def device(self): return self._all("device")
     def publication(self, on_device: bool = False) -> dict: return self._all("publication", False)
     def publish_to_disk(self, path: str) -> str: return self._all("publish_to_disk", path)
-    def train(self, rollout: dict, group_size: int) -> dict: return self._all("train", rollout, group_size)
+    def train(self, rollout: Rollout, group_size: int) -> dict: return self._all("train", rollout, group_size)
     def export_policy(self, path: str): return self._all("export_policy", path)
     def save(self, d: str): return self._all("save", d)
     def load(self, d: str): return self._all("load", d)

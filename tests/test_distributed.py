@@ -7,6 +7,7 @@ from looprl.distributed import (RankError, run_ranks, shard_model, count_collect
 from looprl.hf import make_tiny_checkpoint, read_tensors, load_into, export_tensors, state_digest
 from looprl.models import build_model, init_weights
 from looprl.trainer import TrainSettings, build_trainer
+from looprl.records import Rollout
 
 torch.set_num_threads(1)
 
@@ -16,8 +17,8 @@ def rollouts(n_updates=3, n=8, seed=0):
     for u in range(n_updates):
         P = [[1] + torch.randint(3, 1000, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
         R = [torch.randint(3, 1000, (int(torch.randint(1, 7, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
-        out.append(dict(prompt_ids=P, response_ids=R, logprobs=[(-3 - torch.rand(len(r), generator=g)).tolist() for r in R],
-                        seeds=[100 * u + i for i in range(n)], rewards=[float(i % 3 == 0) for i in range(n)]))
+        out.append(Rollout(prompt_ids=P, response_ids=R, logprobs=[(-3 - torch.rand(len(r), generator=g)).tolist() for r in R],
+                           seeds=[100 * u + i for i in range(n)], rewards=[float(i % 3 == 0) for i in range(n)]))
     return out
 
 @pytest.fixture(scope="module")

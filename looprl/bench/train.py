@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import torch
 from ..config import preset_config
+from ..records import Rollout
 
 # %% auto #0
 __all__ = ['model_flops_per_token', 'bench_train']
@@ -25,13 +26,13 @@ def model_flops_per_token(cfg, seq_len: int) -> float:
     return 3 * (2 * per_tok + attn)
 
 # %% ../../nbs/14c_bench_train.ipynb #68c0947b
-def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: int) -> dict:
+def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: int) -> Rollout:
     "A rollout batch of random ids (seed 0), behaviour log-probs -1 and alternating rewards."
     g = torch.Generator().manual_seed(0)
-    return dict(prompt_ids=[torch.randint(3, vocab, (prompt_len,), generator=g).tolist() for _ in range(batch)],
-                response_ids=[torch.randint(3, vocab, (response_len,), generator=g).tolist() for _ in range(batch)],
-                logprobs=[[-1.0] * response_len for _ in range(batch)], seeds=list(range(batch)),
-                rewards=[float(i % 2) for i in range(batch)])
+    return Rollout(prompt_ids=[torch.randint(3, vocab, (prompt_len,), generator=g).tolist() for _ in range(batch)],
+                   response_ids=[torch.randint(3, vocab, (response_len,), generator=g).tolist() for _ in range(batch)],
+                   logprobs=[[-1.0] * response_len for _ in range(batch)], seeds=list(range(batch)),
+                   rewards=[float(i % 2) for i in range(batch)])
 
 # %% ../../nbs/14c_bench_train.ipynb #6b03465f
 def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: str = "fp16", batch: int = 4,

@@ -7,17 +7,18 @@ Docs: https://looprl.github.io/looprl/huginn.html.md"""
 # %% ../../nbs/02b_huginn.ipynb #04bdc087
 from __future__ import annotations
 import math
-import torch, torch.nn as nn
+import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from ..config import ASSETS, ConfigError, LoopedConfig, config_value, token_ids
 from ..latents import LATENT_PROFILE, latent_noise, sequence_latents
 from ..megatron import MegatronLayout
-from ..models import FusedGatedMLP, HuginnAttention, Linear, LoopedLM, RMSNorm, rope_table
+from ..models import Linear, LoopedLM, PlaneAttention, RMSNorm, TensorParallel, rope_interleaved, rope_table
 from ..registry import Family
 from .. import kernels as K
 
 # %% auto #0
-__all__ = ['TINY', 'MEGATRON_LAYOUT', 'FAMILY', 'huginn_fields', 'huginn_freqs_cis', 'SandwichBlock', 'HuginnLM']
+__all__ = ['TINY', 'MEGATRON_LAYOUT', 'FAMILY', 'huginn_fields', 'huginn_freqs_cis', 'HuginnAttention', 'FusedGatedMLP',
+           'SandwichBlock', 'HuginnLM']
 
 # %% ../../nbs/02b_huginn.ipynb #8fd3b74e
 def huginn_fields(raw: dict, src: str) -> dict:
@@ -60,6 +61,36 @@ def huginn_freqs_cis(cfg: LoopedConfig, device=None) -> torch.Tensor:
     "Huginn's persistent RoPE buffer `[1, block_size, 1, head_dim/2, 2]` (cos, sin) in FP32."
     t = rope_table(cfg.head_dim, cfg.rope_base, cfg.max_positions)[None, :, None]
     return t if device is None else t.to(device)
+
+# %% ../../nbs/02b_huginn.ipynb #9864a2b5
+class HuginnAttention(PlaneAttention):
+    "Huginn's attention: fused `Wqkv` (rows q | k | v, head-major), per-head `qk_bias`, interleaved RoPE."
+    rope = staticmethod(rope_interleaved)
+    init_constants = {"qk_bias": 0.0}
+    tp_plan, tp_stacked_rows, tp_head_dims = {"Wqkv": "colwise", "proj": "rowwise"}, {"Wqkv.weight": 3}, {"qk_bias": 2}
+    def __init__(self, cfg: LoopedConfig):
+        super().__init__()
+        E, H, D = cfg.hidden_size, cfg.n_heads, cfg.head_dim
+        self.H, self.D = H, D
+        self.Wqkv = Linear(E, 3 * H * D, bias=False)
+        if cfg.qk_bias: self.qk_bias = nn.Parameter(torch.zeros(2, 1, H, D))
+        self.proj = Linear(H * D, E, bias=False)
+    def project(self, x):
+        q, k, v = self.Wqkv(x).unflatten(-1, (3, self.H, self.D)).unbind(2)
+        return q, k, v, ((self.qk_bias[0, 0], self.qk_bias[1, 0]) if hasattr(self, "qk_bias") else ())
+    def output(self, o): return self.proj(o)
+
+# %% ../../nbs/02b_huginn.ipynb #c5b352cc
+class FusedGatedMLP(TensorParallel):
+    "Huginn's MLP: `fc` rows are gate | up."
+    tp_plan, tp_stacked_rows = {"fc": "colwise", "proj": "rowwise"}, {"fc.weight": 2}
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.proj = Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+    def forward(self, x, fused: bool = False):
+        a, b = self.fc(x).chunk(2, dim=-1)
+        return self.proj(K.silu_mul(a, b) if fused else F.silu(a) * b)
 
 # %% ../../nbs/02b_huginn.ipynb #b1a0c003
 class SandwichBlock(nn.Module):
