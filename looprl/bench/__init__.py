@@ -60,6 +60,8 @@ def _run_commands(sub) -> list:
     t = sub.add_parser("train"); t.add_argument("--preset", default="huginn-0125"); t.add_argument("--device", default="cuda")
     t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4); t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
+    t.add_argument("--trainer", choices=["single", "sharded", "both"], default="single",
+                   help="single: looprl.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes as one process; both: in one run, with the ratio")
     p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125"); p.add_argument("--src", default="cuda:0")
     p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir"); p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--transport", choices=["memory", "nccl"], default="memory",
@@ -119,7 +121,10 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
     if a.cmd == "train":
         from looprl.bench.train import bench_train
-        return f"train-{a.preset}", bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute)
+        rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute, trainer=t)
+                for t in (("single", "sharded") if a.trainer == "both" else (a.trainer,))]
+        if len(rows) == 1: return f"train-{a.preset}" + ("-sharded" if a.trainer == "sharded" else ""), rows[0]
+        return f"train-{a.preset}-sharded-vs-single", dict(rows=rows, sharded_over_single=rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
     if a.cmd == "publication":
         from looprl.bench.publication import bench_publication, bench_publication_nccl
         if a.transport == "nccl": return f"publication-{a.preset}-nccl", bench_publication_nccl(a.preset, repeats=a.repeats)

@@ -12,7 +12,7 @@ from ..config import preset_config
 from ..records import Rollout
 
 # %% auto #0
-__all__ = ['model_flops_per_token', 'bench_train']
+__all__ = ['TRAINERS', 'model_flops_per_token', 'ShardedTrainBench', 'bench_train']
 
 # %% ../../nbs/14c_bench_train.ipynb #8e644a60
 def model_flops_per_token(cfg, seq_len: int) -> float:
@@ -35,28 +35,58 @@ def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: in
                    rewards=[float(i % 2) for i in range(batch)])
 
 # %% ../../nbs/14c_bench_train.ipynb #6b03465f
-def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: str = "fp16", batch: int = 4,
-                prompt_len: int = 128, response_len: int = 48, steps: int = 3, recompute: bool = True,
-                peak_tflops: float = 989.0, algorithm: str = "grpo") -> dict:
-    "Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights."
-    from looprl.models import build_model, init_weights
-    from looprl.trainer import Trainer, TrainSettings
-    cfg = preset_config(preset)
-    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch)
-    with torch.device(device): actor = build_model(cfg)
-    init_weights(actor, seed=0)
-    tr = Trainer(actor, None, s, device)
-    rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    if device.startswith("cuda"): torch.cuda.reset_peak_memory_stats()
+def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[float], float | None]:
+    "Seconds of each of `steps` updates of trainer `tr` after one warm-up, and the peak CUDA memory (GiB) over them."
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    if cuda: torch.cuda.reset_peak_memory_stats()
     tr.train(rollout, group_size=2); sync()            # warm-up
     times = []
     for _ in range(steps):
         t = time.perf_counter(); tr.train(rollout, group_size=2); sync(); times.append(time.perf_counter() - t)
-    tokens = batch * (prompt_len + response_len)
-    med = sorted(times)[len(times) // 2]
+    return times, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+
+def _random_actor(preset: str, device: str):
+    from looprl.models import build_model, init_weights
+    with torch.device(device): actor = build_model(preset_config(preset))
+    return init_weights(actor, seed=0)
+
+# %% ../../nbs/14c_bench_train.ipynb #dede92ea
+class ShardedTrainBench:
+    """One rank of the FSDP2 trainer (`looprl.distributed.ShardedTrainer`, the code path of `--trainer-processes`) over a
+    random actor at `preset` shapes, built inside a `RankGroup`; `timed` runs `_timed_updates` there."""
+    def __init__(self, rank: int, world_size: int, preset: str, s, device: str):
+        from looprl.distributed import ShardedTrainer
+        if device.startswith("cuda"): torch.cuda.set_device(rank)
+        self.device = f"cuda:{rank}" if device.startswith("cuda") else device
+        self.trainer = ShardedTrainer(_random_actor(preset, self.device), None, s, self.device)
+    def timed(self, rollout: Rollout, steps: int): return _timed_updates(self.trainer, rollout, steps, self.device)
+
+def _sharded_times(preset: str, s, device: str, rollout: Rollout, steps: int, processes: int = 1):
+    "`_timed_updates` of rank 0 of `processes` FSDP2 trainer processes (CPU tensors over gloo, CUDA tensors over NCCL)."
+    from looprl.distributed import RankGroup
+    group = RankGroup(ShardedTrainBench, processes, preset, s, device,
+                      backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo", threads=torch.get_num_threads())
+    try: return group.call("timed", rollout, steps)[0]
+    finally: group.close()
+
+# %% ../../nbs/14c_bench_train.ipynb #0ab64479
+TRAINERS = ("single", "sharded")
+
+def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: str = "fp16", batch: int = 4,
+                prompt_len: int = 128, response_len: int = 48, steps: int = 3, recompute: bool = True,
+                peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single") -> dict:
+    """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
+    'single' (`looprl.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
+    from looprl.trainer import Trainer, TrainSettings
+    if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
+    cfg = preset_config(preset)
+    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch)
+    rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
+    if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
+    else: times, peak = _timed_updates(Trainer(_random_actor(preset, device), None, s, device), rollout, steps, device)
+    tokens, med = batch * (prompt_len + response_len), sorted(times)[len(times) // 2]
     flops = model_flops_per_token(cfg, prompt_len + response_len) * tokens
-    return dict(preset=preset, precision=precision, recompute=recompute, batch=batch, seq_len=prompt_len + response_len,
+    return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute, batch=batch, seq_len=prompt_len + response_len,
                 step_s=med, tokens_per_s=tokens / med, model_tflops=flops / med / 1e12, mfu=flops / med / (peak_tflops * 1e12),
-                peak_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None,
-                note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training pass only")
+                peak_memory_gib=peak, note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training pass only")
