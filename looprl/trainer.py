@@ -20,7 +20,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents', 'response_hidden',
            'response_logits', 'response_logprobs', 'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics',
-           'build_trainer']
+           'native_start', 'build_trainer']
 
 # %% ../nbs/08_trainer.ipynb #3cbe21c1
 ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
@@ -55,6 +55,7 @@ class TrainSettings:
     entropy_coef: float = 0.0
     max_skipped_steps: int = 8         # consecutive skipped (overflowing) steps of one learner before the run stops
     threads: int = 1
+    backend: str = "torch"             # torch: looprl.trainer; megatron: Megatron-core models and optimizer (looprl.megatron_trainer)
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
@@ -64,7 +65,7 @@ class TrainSettings:
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
 # %% ../nbs/08_trainer.ipynb #32dd5692
-_CHOICES = dict(algorithm=ALGORITHMS, precision=("fp16", "fp32"), optimizer=("sgd", "adamw"), loss_agg=("seq-mean-token-mean", "token-mean"))
+_CHOICES = dict(algorithm=ALGORITHMS, precision=("fp16", "fp32"), optimizer=("sgd", "adamw"), backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"))
 _POSITIVE = ("lr", "temperature", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
 _COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
@@ -260,6 +261,10 @@ class Trainer:
         t = export_tensors(self.actor.model, device=self.device if on_device else "cpu")
         return t, state_digest(t)
 
+    def native_actor(self) -> LoopedLM:
+        "The policy as a native model holding the current weights (what `export_policy` writes)."
+        return self.actor.model
+
     def micro_batches(self, idx) -> list:
         "Consecutive slices of `idx`, `micro_batch_size` rows each (the last may be shorter)."
         mb = self.s.micro_batch_size
@@ -411,8 +416,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     return dict(metrics=out, records=rec)
 
 # %% ../nbs/08_trainer.ipynb #5438dea3
-def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
-    "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`."
+def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -> tuple:
+    "The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where every backend starts."
     from looprl.config import load_config
     cfg = cfg or load_config(model_dir)
     tensors = read_tensors(model_dir)
@@ -421,4 +426,9 @@ def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig |
     if s.use_critic:
         critic = load_into(build_model(cfg, "critic"), tensors, str(model_dir))
         with torch.no_grad(): critic.value_head.weight.zero_()
-    return Trainer(actor, critic, s, device)
+    return actor, critic
+
+def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
+    "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir` (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."
+    if s.backend != "torch": raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
+    return Trainer(*native_start(model_dir, s, cfg), s, device)

@@ -1,5 +1,5 @@
 "Several trainer processes (gloo, CPU): FSDP2 data parallelism, the FP16 overflow rule, DTensor TP=2, publication digests."
-import dataclasses, math
+import dataclasses, math, sys
 import pytest, torch, torch.distributed as dist
 from looprl.config import load_config, tiny_config
 from looprl.distributed import (RankError, run_ranks, shard_model, count_collectives, build_sharded_trainer, full_tensors,
@@ -45,6 +45,28 @@ def test_run_ranks_returns_each_rank_and_names_the_failing_one():
     assert test == [21.0, 21.0]                    # 10 + 11 on both ranks: the reduction ran
     with pytest.raises(RankError, match="rank 1 of 2 failed: ValueError: rank one breaks on purpose"):
         run_ranks(_second_rank_fails, 2, timeout=120)
+
+class _RaySummer:
+    "A Ray rank's object: a sum over ranks, and a call that breaks on rank 1 while rank 0 waits in a barrier."
+    def __init__(self, rank, world): self.rank = rank
+    def total(self, x):
+        t = torch.tensor([float(self.rank + x)]); dist.all_reduce(t); return float(t)
+    def break_on_one(self):
+        if self.rank == 1: raise ValueError("rank one breaks on purpose")
+        dist.barrier()
+
+def test_ray_rank_group_runs_calls_and_names_the_failing_rank():
+    ray = pytest.importorskip("ray")
+    from looprl.distributed import RayRankGroup
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])      # the actors cannot import this test module
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        g = RayRankGroup(_RaySummer, 2, num_cpus=0.5, grace=2)
+        assert g.call("total", 10) == [21.0, 21.0]                    # 10 + 11 on both ranks: the reduction ran
+        with pytest.raises(RankError, match="trainer rank 1 of 2 failed: ValueError: rank one breaks on purpose"):
+            g.call("break_on_one")
+        with pytest.raises(RankError, match="was stopped"): g.call("total", 1)
+    finally: ray.shutdown()
 
 # ---- FSDP2 plans for the looped core
 
@@ -162,6 +184,44 @@ def test_tensor_parallel_equals_one_process():
             from looprl.distributed import interleave_rows
             k = "transformer.core_block.0.attn.Wqkv.weight"
             assert float((interleave_rows(g0[k], 3, 2) - g[k]).abs().max()) > 1e-3
+
+# ---- tensor parallelism with activation checkpointing (--recompute)
+
+def _tp_recompute(rank, world, rollout, families, sabotage=False):
+    """Per (family, recompute): TP=2 replayed log-probs, whole gradients, and how many tensor-parallel module calls ran.
+    `sabotage`: one module's output drifts in the calls after the forward (the recomputed ones)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from looprl.models import TensorParallel
+    from looprl.trainer import SequenceBatch, response_logprobs
+    b, out = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds), {}
+    for fam in families:
+        cfg = tiny_config(fam)
+        t = export_tensors(init_weights(build_model(cfg), seed=0, perturb_norms=True))
+        for rec in (False, True):
+            m = load_into(build_model(cfg), t, "tensors"); m.recompute = rec
+            tensor_parallel(m, init_device_mesh("cpu", (world,)))
+            calls, drifting = [0], [False]
+            mods = [x for x in m.modules() if isinstance(x, TensorParallel) and x.tp_plan]
+            for x in mods: x.register_forward_pre_hook(lambda *a: calls.__setitem__(0, calls[0] + 1))
+            mods[0].register_forward_hook(lambda mod, a, o: o * 1.001 if drifting[0] else o)
+            lp = response_logprobs(m, b, 0.8)
+            drifting[0] = sabotage                 # from here on, a module runs only to recompute
+            (lp * b.mask).sum().backward()
+            out[fam, rec] = (lp.detach(), {n: p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad
+                                           for n, p in m.named_parameters() if p.grad is not None}, calls[0])
+    return out
+
+def test_tensor_parallel_with_recompute_equals_without():
+    "TP=2 with per-block activation checkpointing replays and differentiates bit for bit as without it, for the three families."
+    roll, fams = rollouts(1)[0], ("huginn_raven", "ouro", "nanbeige")
+    res = run_ranks(_tp_recompute, 2, roll, fams)[0]
+    for fam in fams:
+        (lp0, g0, n0), (lp1, g1, n1) = res[fam, False], res[fam, True]
+        assert n1 > n0 > 0, (fam, n0, n1)                         # the blocks ran again in the backward: recompute was on
+        assert torch.equal(lp0, lp1) and set(g0) == set(g1) and all(torch.equal(g0[k], g1[k]) for k in g0), fam
+    bad = run_ranks(_tp_recompute, 2, roll, fams[:1], True)[0]   # twin: a recomputed forward that drifts changes the gradients
+    (lp0, g0, _), (lp1, g1, _) = bad[fams[0], False], bad[fams[0], True]
+    assert max(float((g0[k] - g1[k]).abs().max()) for k in g0) > 0
 
 # ---- publication digest from sharded weights
 

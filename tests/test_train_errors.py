@@ -120,10 +120,20 @@ def test_engine_vllm(tmp_path):
     assert "--engine vllm: looprl's vLLM engine serves on the CPU" in bad(tmp_path / "new", "--engine", "vllm", "--device", "cuda")
     assert "invalid choice: 'sglang'" in bad(tmp_path / "new", "--engine", "sglang")
 
-def test_megatron_backend_is_refused_even_where_it_could_start(monkeypatch):
-    "With CUDA and megatron-core present the train command still refuses --backend megatron: its actor and critic are not built."
-    import looprl.megatron as M, looprl.train as T
+def test_megatron_backend_options(monkeypatch, tmp_path):
+    """With CUDA and megatron-core present the backend check passes; --backend megatron trains in one trainer process; a
+    resume keeps the run's backend (another one is refused, naming both), and an unknown backend is refused."""
+    import json, looprl.megatron as M, looprl.loop as L
     monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
-    T.check_trainer_backend("torch", "cuda")
-    with pytest.raises(T.UsageError, match=r"^--backend megatron: its actor and critic are not built yet"):
-        T.check_trainer_backend("megatron", "cuda")
+    M.check_backend("megatron", "cuda")
+    with pytest.raises(L.UsageError, match=r"^--backend megatron: trains in one trainer process \(tensor- and data-parallel size 1\); got --trainer-processes 2$"):
+        L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="megatron", trainer_processes=2))
+    L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="megatron"))
+    with pytest.raises(L.UsageError, match=r"^--backend: unknown backend 'fsdp'; choose one of torch, megatron$"):
+        L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="fsdp"))
+    run = tmp_path / "run"; run.mkdir()
+    (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "algorithm": "grpo"}}))
+    assert L.options_for_resume(str(run), {}).backend == "megatron"
+    assert L.options_for_resume(str(run), {"backend": "megatron"}).backend == "megatron"
+    with pytest.raises(L.UsageError, match=r"^--backend: the run was trained with megatron and cannot resume with torch"):
+        L.options_for_resume(str(run), {"backend": "torch"})

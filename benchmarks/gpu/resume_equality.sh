@@ -14,6 +14,8 @@
 #   WORKERS   local (default): trainer and engine in one process on one GPU; ray: one GPU each, placed by Ray (two GPUs).
 #   TRANSPORT memory, disk or nccl: how publications reach the engine (looprl.train's default when unset).
 #   REWARD    the reward function (default looprl.rewards:even_token_share).
+#   BACKEND   the trainer backend, torch (default) or megatron (--backend megatron; megatron-core installed or its wheel
+#             in .whl/).
 #   STAGE     all (default), or a comma-separated list of: checkpoint (write the random checkpoint of SIZE), a (the
 #             uninterrupted run), b (the run stopped after 2 updates), resume+compare (resume b, compare a with b, write
 #             the JSON, remove both runs). Stages a and b write the checkpoint when it is missing. The runs and the
@@ -21,7 +23,7 @@
 #             as separate commands need a machine that keeps /tmp and /dev/shm between them.
 #   STEP_TIMEOUT_S  time limit of each training process (default 300).
 # Writes $OUT/resume-learning-<algorithm>-<size>-fp16<layout>.json (<layout> is empty with local workers and no TRANSPORT,
-# else -<workers>-<transport>): the case's command, the commands of its runs, looprl.compare's report, the run contract and
+# else -<workers>-<transport>; -megatron is added with BACKEND=megatron): the case's command, the commands of its runs, looprl.compare's report, the run contract and
 # both runs' metrics. The output streams, and is appended as it goes to $OUT/resume-learning-log.txt.
 [ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }
 source benchmarks/gpu/setup.sh
@@ -34,6 +36,8 @@ done
 workers=${WORKERS:-local}
 case $workers in local|ray) ;; *) echo "$0: unknown WORKERS '$workers' (local or ray)" >&2; exit 2;; esac
 layout=""; [ "$workers" = ray ] || [ -n "${TRANSPORT:-}" ] && layout="-$workers-${TRANSPORT:-memory}"
+backend=${BACKEND:-torch}
+case $backend in torch) ;; megatron) layout="$layout-megatron";; *) echo "$0: unknown BACKEND '$backend' (torch or megatron)" >&2; exit 2;; esac
 size=""
 for arg in "$@"; do       # the arguments are checked before anything runs
   if [ "$arg" = "--" ]; then size=""; elif [ -z "$size" ]; then size=$arg
@@ -60,9 +64,9 @@ case_run() {   # SIZE ALGORITHM: the stages of one case
   local a=/tmp/l-$alg-a b=$root/l-$alg-b cmds=/tmp/l-$alg-commands.txt report=/tmp/l-$alg-compare.json
   local C="--model $model --algorithm $alg --device cuda --workers $workers --precision fp16 --updates 3
      --reward ${REWARD:-looprl.rewards:even_token_share} --data looprl/assets/data/arithmetic-prompts.jsonl --no-eval --no-progress
-     --keep-checkpoints 1 $opt${TRANSPORT:+ --transport $TRANSPORT}"
+     --keep-checkpoints 1 $opt${TRANSPORT:+ --transport $TRANSPORT}${BACKEND:+ --backend $BACKEND}"
   local case="bash $0 $size $alg" v t0=$SECONDS
-  for v in REWARD TRANSPORT WORKERS; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
+  for v in REWARD TRANSPORT WORKERS BACKEND; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
   echo "== $size $alg: stages $STAGES"
   if has a; then
     [ -f $model/config.json ] || checkpoint "$size"
