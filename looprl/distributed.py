@@ -14,13 +14,13 @@ import torch, torch.nn as nn, torch.distributed as dist
 from fastcore.basics import patch
 from .models import LoopedLM, TensorParallel
 from .hf import state_digest
-from .trainer import Learner, Trainer, TrainSettings, build_trainer
+from .trainer import Learner, Trainer, TrainSettings, build_trainer, state_copy
 from .state import skip_restore
 from .records import Rollout
 
 # %% auto #0
-__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'run_ranks', 'shard_model',
-           'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
+__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'check_world_size', 'run_ranks',
+           'shard_model', 'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
            'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
            'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay', 'RankGroup', 'RankActor',
            'RayRankGroup']
@@ -76,12 +76,16 @@ def _watch(procs, timeout):
         for p in procs: p.join(10)
     return failed if failed is not None else next((r for r, p in enumerate(procs) if p.exitcode not in (None, 0)), None)
 
+def check_world_size(world_size) -> None:
+    "Refuse a process count that is not an int ≥ 1."
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 300.0, threads: int = 1, **kwargs) -> list:
     """Run `fn(rank, world_size, *args, **kwargs)` in `world_size` fresh processes forming one process group and return
     each rank's result in rank order. The TCP store listens on a port the system picks (never a fixed one). A rank that
     raises, dies or outlives `timeout` seconds stops the others and raises `RankError` naming the first rank that failed."""
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+    check_world_size(world_size)
     host, ctx = "127.0.0.1", torch.multiprocessing.get_context("spawn")
     store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
     with tempfile.TemporaryDirectory(prefix="looprl-ranks-") as out:
@@ -344,18 +348,10 @@ def _tp_split(models: list, device) -> object:
     return mesh
 
 # %% ../nbs/08b_distributed.ipynb #58b07c0c
-def _local(x):
-    "A copy of `x` with every DTensor replaced by a copy of this rank's local tensor (dicts and lists followed)."
-    if hasattr(x, "to_local"): return x.to_local().detach().clone()
-    if isinstance(x, torch.Tensor): return x.detach().clone()
-    if isinstance(x, dict): return {k: _local(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(_local(v) for v in x)
-    return x
-
 @patch
 def local_state(self: ShardedLearner) -> dict:
     "This rank's part of the learner: its parameter shards and buffers, its optimizer state, the schedule and the scaler."
-    return dict(model=_local(self.model.state_dict()), optimizer=_local(self.opt.state_dict()), scheduler=self.sched.state_dict(),
+    return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()), scheduler=self.sched.state_dict(),
                 scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
 
 # %% ../nbs/08b_distributed.ipynb #bfe855ef
@@ -468,8 +464,7 @@ class RankGroup:
     rendezvous port is picked by the system. A rank that raises or dies stops the group: `call` raises `RankError`
     naming the first rank that failed, after `grace` seconds for the others to report."""
     def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0, **kwargs):
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+        check_world_size(world_size)
         host, ctx, self.world, self.grace, self.procs_exit = "127.0.0.1", torch.multiprocessing.get_context("spawn"), world_size, grace, {}
         self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
         pipes = [ctx.Pipe() for _ in range(world_size)]
@@ -546,8 +541,7 @@ class RayRankGroup:
     def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0,
                  num_cpus: float = 1, num_gpus: float = 0, runtime_env: dict | None = None, **kwargs):
         import ray
-        if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-            raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
+        check_world_size(world_size)
         self.world, self.grace = world_size, grace
         actor = ray.remote(RankActor).options(num_cpus=num_cpus, num_gpus=num_gpus, **({"runtime_env": runtime_env} if runtime_env else {}))
         self.actors = [actor.remote(threads) for _ in range(world_size)]

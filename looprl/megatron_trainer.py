@@ -13,7 +13,7 @@ from .config import LoopedConfig
 from .hf import load_into, state_digest
 from .models import build_model
 from .state import skip_restore
-from .trainer import Trainer, TrainSettings, WarmupThenConstant, native_start
+from .trainer import Trainer, TrainSettings, WarmupThenConstant, native_start, state_copy
 
 # %% auto #0
 __all__ = ['MASTERS', 'megatron_optimizer_fields', 'MegatronLearner', 'MegatronTrainer', 'build_megatron_trainer']
@@ -67,20 +67,13 @@ def step(self: MegatronLearner) -> dict:
 # %% ../nbs/08e_megatron_trainer.ipynb #1bfd0a43
 MASTERS = "fp32_from_fp16_params"       # where Megatron's FP16 optimizer keeps the FP32 masters in its state dict
 
-def _copied(x):
-    "`x` with every tensor in it cloned (dicts, lists and tuples rebuilt)."
-    if torch.is_tensor(x): return x.detach().clone()
-    if isinstance(x, dict): return {k: _copied(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(_copied(v) for v in x)
-    return x
-
 @patch
 def state_dict(self: MegatronLearner) -> dict:
     "The weights (native names), the FP32 masters, Megatron's optimizer state, the learning rates and the counters, copied."
     from looprl.megatron_model import native_state
-    opt = _copied(self.opt.state_dict())
+    opt = state_copy(self.opt.state_dict())
     master = opt.pop(MASTERS, None) if isinstance(opt, dict) else None
-    return dict(model=_copied(native_state(self.model)), master=master, optimizer=opt,
+    return dict(model=state_copy(native_state(self.model)), master=master, optimizer=opt,
                 scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
                 scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
 
@@ -94,7 +87,7 @@ def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
     fresh = self.opt.state_dict()                    # the masters in it are still the fresh learner's
     opt = dict(fresh if skip_restore("optimizer") else d["optimizer"]) if isinstance(fresh, dict) else d["optimizer"]
     if isinstance(fresh, dict) and MASTERS in fresh: opt[MASTERS] = fresh[MASTERS] if skip_restore("master") else d["master"]
-    self.opt.load_state_dict(_copied(opt))
+    self.opt.load_state_dict(state_copy(opt))
     if not skip_restore("scheduler"):
         for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"]): g["lr"] = lr
     if not skip_restore("scaler"):
@@ -107,7 +100,8 @@ class MegatronTrainer(Trainer):
     def __init__(self, actor, critic, s: TrainSettings, device="cuda", seed: int = 0):
         from looprl.megatron_model import init_megatron_parallel, build_megatron_model
         s.validate()
-        self.s, self.device, self.cfg, self.fixed = s, torch.device(device), actor.cfg, set(actor.fixed_buffers())
+        if s.use_critic and critic is None: raise ValueError(f"{s.algorithm} needs a critic")
+        self.s, self.device, self.cfg = s, torch.device(device), actor.cfg
         init_megatron_parallel(1, seed=seed, device=self.device.type)
         def learner(native):
             m = build_megatron_model(native.cfg, native.role, dtype=s.dtype, device=self.device, state_dict=native.state_dict())
@@ -115,14 +109,12 @@ class MegatronTrainer(Trainer):
             return MegatronLearner(m, s)
         self.actor = learner(actor)
         self.critic = learner(critic) if s.use_critic else None
-        if s.use_critic and critic is None: raise ValueError(f"{s.algorithm} needs a critic")
 
     def publication(self, on_device: bool = False):
-        "The actor's native tensors in the training dtype (buffers FP32), copies on the CPU or on the trainer's device, and their digest."
+        "The actor's native tensors (the training dtype, buffers FP32, as the model holds them), copies on the CPU or on the trainer's device, and their digest."
         from looprl.megatron_model import native_state
         dev = self.device if on_device else "cpu"
-        t = {n: (v if n in self.fixed else v.to(self.s.dtype)).detach().to(dev, copy=True).contiguous()
-             for n, v in native_state(self.actor.model).items()}
+        t = {n: v.detach().to(dev, copy=True).contiguous() for n, v in native_state(self.actor.model).items()}
         return t, state_digest(t)
 
     def native_actor(self):

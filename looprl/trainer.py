@@ -18,9 +18,9 @@ from .records import Rollout
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents', 'response_hidden',
-           'response_logits', 'response_logprobs', 'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics',
-           'native_start', 'build_trainer']
+__all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'state_copy', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents',
+           'response_hidden', 'response_logits', 'response_logprobs', 'response_values', 'Trainer', 'rollout_parts',
+           'merge_step_metrics', 'native_start', 'build_trainer']
 
 # %% ../nbs/08_trainer.ipynb #3cbe21c1
 ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
@@ -179,6 +179,15 @@ def load_state_dict(self: Learner, d: dict, role: str = "actor"):
     if not skip_restore("scaler"):
         sc = d["scaler"]
         self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+
+# %% ../nbs/08_trainer.ipynb #4959ccb0
+def state_copy(x):
+    "A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this rank's local shard."
+    if hasattr(x, "to_local"): return x.to_local().detach().clone()
+    if isinstance(x, torch.Tensor): return x.detach().clone()
+    if isinstance(x, dict): return {k: state_copy(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x)(state_copy(v) for v in x)
+    return x
 
 # %% ../nbs/08_trainer.ipynb #1ea40003
 class WarmupThenConstant:
