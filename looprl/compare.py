@@ -6,16 +6,16 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 
 # %% ../nbs/12_compare.ipynb #773474e4
 from __future__ import annotations
-import json, math, struct, sys
+import json, math, struct, sys, tempfile
 from pathlib import Path
 import torch
 from .cli import UsageError, command_parser, refuse_bad_input
-from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file
+from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file, MEGATRON_STATE
 
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
-           'load_run', 'show_pair', 'tensor_differences', 'differences', 'dig', 'lack', 'each', 'compare_field',
-           'setting_differences', 'compare_runs', 'format_table', 'main']
+           'megatron_part', 'read_megatron_state', 'load_run', 'show_pair', 'tensor_differences', 'differences', 'dig',
+           'lack', 'each', 'compare_field', 'setting_differences', 'compare_runs', 'format_table', 'main']
 
 # %% ../nbs/12_compare.ipynb #02b30a5e
 class CompareError(UsageError):
@@ -29,6 +29,30 @@ def _read(f: Path, how):
     except Exception as e:
         why = (str(e).strip().splitlines() or [""])[0].split(". ")[0][:160]       # the gist: first sentence
         raise CompareError(f"{f}: unreadable ({type(e).__name__}{': ' + why if why else ''})") from None
+
+# %% ../nbs/12_compare.ipynb #48892dd8
+def megatron_part(key: str, role: str) -> tuple[str, str]:
+    "The part of the torch backend's layout (model, master, optimizer) that a key of `role`'s Megatron checkpoint belongs to, and its name there."
+    if key.startswith("optimizer.state.fp32_param."): return "master", key.removeprefix("optimizer.state.fp32_param.")
+    if key.startswith("optimizer.distributed.") and key.endswith(".param"): return "master", key     # the distributed optimizer's buffers
+    if key.startswith("optimizer."): return "optimizer", key
+    return "model", key.removeprefix(f"{role}.model.")
+
+def read_megatron_state(d: Path) -> dict:
+    """A learner's `dist_checkpointing` folder `d` (named by its role), read without Megatron (it is PyTorch's
+    distributed checkpoint format): every tensor under the torch backend's parts, and the optimizer's `common.pt` where there is one."""
+    from torch.distributed.checkpoint.api import CheckpointException        # a BaseException: made an ordinary error here
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    with tempfile.TemporaryDirectory() as tmp:
+        try: dcp_to_torch_save(d, Path(tmp) / "flat.pt")
+        except CheckpointException: raise ValueError("its .metadata or shards are not PyTorch's distributed checkpoint format") from None
+        flat = _torch(Path(tmp) / "flat.pt")
+    common = {"common.pt": _torch(d / "common.pt")} if (d / "common.pt").exists() else {}     # megatron-core 0.16 writes one, 0.19 none
+    parts = dict(model={}, master={}, optimizer=common)
+    for key, v in sorted(flat.items()):
+        part, name = megatron_part(key, d.name)
+        parts[part][name] = v
+    return parts
 
 # %% ../nbs/12_compare.ipynb #cba389bb
 def _json(f: Path): return json.loads(f.read_text())
@@ -49,7 +73,10 @@ def load_run(run) -> dict:
     ck = _read(run / "checkpoints" / "latest", lambda f: latest_checkpoint(run))
     if ck is None: raise CompareError(f"{run}: no complete checkpoint (no checkpoints/latest)")
     files = sorted(f for f in (run / "rollouts").glob("update-*.json") if f.stem[7:].isdigit())
-    return dict(path=run, contract=contract, trainer=_read(ck / "trainer.pt", _torch), ranks=_rank_files(ck), driver_rng=_read(ck / "rng.pt", _torch),
+    trainer = _read(ck / "trainer.pt", _torch)
+    if (ck / MEGATRON_STATE).is_dir() and isinstance(trainer, dict):    # the Megatron trainer: each learner's dist_checkpointing folder
+        for d in sorted((ck / MEGATRON_STATE).iterdir()): trainer.setdefault(d.name, {}).update(_read(d, read_megatron_state))
+    return dict(path=run, contract=contract, trainer=trainer, ranks=_rank_files(ck), driver_rng=_read(ck / "rng.pt", _torch),
                 loop=_read(ck / "loop.json", _json), rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
                 metrics=_read(run / "metrics.jsonl", lambda f: read_metrics(run)))
 

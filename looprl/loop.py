@@ -91,6 +91,7 @@ class RunOptions:
     trainer_processes: int = 1                   # trainer processes forming one group: spawned (CPU, --workers local) or Ray actors (gloo; NCCL with --device cuda)
     tensor_parallel: int = 1                     # 1: the processes split each step's micro-batches (FSDP2); = trainer_processes: the heads (DTensor)
     backend: str = "torch"                       # torch | megatron (looprl.megatron_trainer: Megatron-core models and optimizer, CUDA)
+    distributed_optimizer: bool = False          # megatron: Megatron's distributed optimizer (AdamW)
     keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
     checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
 
@@ -124,9 +125,10 @@ def options_for_resume(output: str, given: dict) -> RunOptions:
     try: stored = json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
     known = {f.name for f in fields(RunOptions)}
-    if given.get("backend", stored.get("backend", "torch")) != stored.get("backend", "torch"):
-        raise UsageError(f"--backend: the run was trained with {stored.get('backend', 'torch')} and cannot resume with {given['backend']} "
-                         "(a checkpoint's optimizer state is the backend's own)")
+    for k, default in (("backend", "torch"), ("distributed_optimizer", False)):
+        if given.get(k, stored.get(k, default)) != stored.get(k, default):
+            raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {stored.get(k, default)} and cannot resume with {given[k]} "
+                             "(a checkpoint's optimizer state is laid out by its backend and optimizer)")
     for k in ("trainer_processes", "tensor_parallel"):
         was, now = stored.get(k, 1), given.get(k, stored.get(k, 1))
         if now != was: raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
@@ -259,7 +261,8 @@ def prepare(o: RunOptions) -> Prepared:
     settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr, warmup_steps=o.warmup_steps,
                              minibatches=o.minibatches, entropy_coef=o.entropy_coef, loss_scale=o.loss_scale,
                              max_skipped_steps=o.max_skipped_steps, micro_batch_size=o.micro_batch_size, recompute=o.recompute,
-                             temperature=o.temperature, threads=o.threads, backend=o.backend)
+                             temperature=o.temperature, threads=o.threads, backend=o.backend,
+                             distributed_optimizer=o.distributed_optimizer)
     try: settings.validate()
     except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
     if (M := o.tensor_parallel) > 1:

@@ -135,7 +135,8 @@ def layer_spec(family: str):
 
 # %% ../nbs/08d_megatron_model.ipynb #4a6d080b
 def transformer_config(cfg: LoopedConfig, dtype=torch.float32, device="cpu"):
-    "Megatron's `TransformerConfig` for `cfg`'s looped block in `dtype` on `device` (weights left to `load_native`)."
+    """Megatron's `TransformerConfig` for `cfg`'s looped block in `dtype` on `device` (weights left to `load_native`); its
+    `calculate_per_token_loss` makes Megatron's wrapper sum the gradients over data-parallel replicas, not average them."""
     require_megatron()
     from megatron.core import parallel_state as ps
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -146,7 +147,8 @@ def transformer_config(cfg: LoopedConfig, dtype=torch.float32, device="cpu"):
                              tensor_model_parallel_size=ps.get_tensor_model_parallel_world_size(),
                              use_cpu_initialization=torch.device(device).type == "cpu", perform_initialization=True,
                              bias_dropout_fusion=False, bias_activation_fusion=False, apply_rope_fusion=False,
-                             masked_softmax_fusion=False, gradient_accumulation_fusion=False, persist_layer_norm=False)
+                             masked_softmax_fusion=False, gradient_accumulation_fusion=False, persist_layer_norm=False,
+                             calculate_per_token_loss=True)
 
 # %% ../nbs/08d_megatron_model.ipynb #06d24feb
 class MegatronLoopedLM:

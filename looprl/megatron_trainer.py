@@ -7,37 +7,39 @@ Docs: https://looprl.github.io/looprl/megatron_trainer.html.md"""
 # %% ../nbs/08e_megatron_trainer.ipynb #500aaac4
 from __future__ import annotations
 import dataclasses
+from pathlib import Path
 import torch
 from fastcore.basics import patch
 from .config import LoopedConfig
 from .hf import load_into, state_digest
 from .models import build_model
-from .state import skip_restore
+from .distributed import rank_share
+from .state import MEGATRON_STATE, skip_restore, save_trainer_state, load_trainer_state
 from .trainer import Trainer, TrainSettings, WarmupThenConstant, native_start, state_copy
 
 # %% auto #0
 __all__ = ['MASTERS', 'megatron_optimizer_fields', 'MegatronLearner', 'MegatronTrainer', 'build_megatron_trainer']
 
 # %% ../nbs/08e_megatron_trainer.ipynb #66252f67
-def megatron_optimizer_fields(s: TrainSettings, distributed: bool = False) -> dict:
+def megatron_optimizer_fields(s: TrainSettings) -> dict:
     "The `OptimizerConfig` fields of `s`: optimizer, learning rate, betas or momentum, FP16 with a constant loss scale, clipping."
     if s.optimizer not in ("sgd", "adamw"): raise ValueError(f"optimizer: {s.optimizer!r} is not sgd or adamw")
     fp16 = s.precision == "fp16"
     return dict(optimizer="sgd" if s.optimizer == "sgd" else "adam", lr=s.lr, weight_decay=s.weight_decay,
                 adam_beta1=s.betas[0], adam_beta2=s.betas[1], sgd_momentum=s.momentum, decoupled_weight_decay=True,
                 fp16=fp16, bf16=False, loss_scale=s.loss_scale if fp16 else None, clip_grad=s.grad_clip,
-                params_dtype=torch.float16 if fp16 else torch.float32, use_distributed_optimizer=distributed)
+                params_dtype=torch.float16 if fp16 else torch.float32, use_distributed_optimizer=s.distributed_optimizer)
 
 # %% ../nbs/08e_megatron_trainer.ipynb #d542b659
 class MegatronLearner:
     "A Megatron model with Megatron's DDP wrapper and optimizer, answering the `Trainer` as `trainer.Learner` does."
-    def __init__(self, model, s: TrainSettings, distributed_optimizer: bool = False):
+    def __init__(self, model, s: TrainSettings):
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
         self.s, self.model = s, model
-        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=distributed_optimizer)
+        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=s.distributed_optimizer)
         self.ddp = DistributedDataParallel(model.config, ddp, model)
-        self.opt = get_megatron_optimizer(OptimizerConfig(**megatron_optimizer_fields(s, distributed_optimizer)), [self.ddp])
+        self.opt = get_megatron_optimizer(OptimizerConfig(**megatron_optimizer_fields(s)), [self.ddp])
         self.scale = float(self.opt.get_loss_scale()) if s.precision == "fp16" else 1.0
         self.lr_factor = WarmupThenConstant(s.warmup_steps)
         self.steps = self.skipped_steps = self.consecutive_skips = 0
@@ -68,47 +70,71 @@ def step(self: MegatronLearner) -> dict:
 MASTERS = "fp32_from_fp16_params"       # where Megatron's FP16 optimizer keeps the FP32 masters in its state dict
 
 @patch
+def counters(self: MegatronLearner) -> dict:
+    "The learning rate of each parameter group, the scale and the step counters."
+    return dict(scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
+                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+
+@patch
 def state_dict(self: MegatronLearner) -> dict:
     "The weights (native names), the FP32 masters, Megatron's optimizer state, the learning rates and the counters, copied."
     from looprl.megatron_model import native_state
+    if self.s.distributed_optimizer: raise ValueError("distributed_optimizer: its state is sharded; it is saved by dist_checkpointing (MegatronTrainer.save)")
     opt = state_copy(self.opt.state_dict())
     master = opt.pop(MASTERS, None) if isinstance(opt, dict) else None
-    return dict(model=state_copy(native_state(self.model)), master=master, optimizer=opt,
-                scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
-                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+    return dict(model=state_copy(native_state(self.model)), master=master, optimizer=opt, **self.counters())
 
 # %% ../nbs/08e_megatron_trainer.ipynb #3cc63619
 @patch
-@torch.no_grad()
-def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
-    "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
-    from looprl.megatron_model import load_native
-    if not skip_restore(role): load_native(self.model, d["model"])
-    fresh = self.opt.state_dict()                    # the masters in it are still the fresh learner's
-    opt = dict(fresh if skip_restore("optimizer") else d["optimizer"]) if isinstance(fresh, dict) else d["optimizer"]
-    if isinstance(fresh, dict) and MASTERS in fresh: opt[MASTERS] = fresh[MASTERS] if skip_restore("master") else d["master"]
+def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | None = None):
+    """Load Megatron's optimizer state `saved` with the FP32 masters `master`; a part `state.skip_restore` names is as
+    in `fresh`, the fresh learner's optimizer state (default: the one it holds now)."""
+    fresh = self.opt.state_dict() if fresh is None else fresh
+    opt = dict(saved)
+    if skip_restore("optimizer"):
+        opt, inner = dict(fresh), fresh.get("optimizer")
+        if isinstance(inner, dict) and "state" in inner: opt["optimizer"] = {**inner, "state": {}}     # no moments yet
+    if MASTERS in fresh: opt[MASTERS] = fresh[MASTERS] if skip_restore("master") else master
     self.opt.load_state_dict(state_copy(opt))
+
+@patch
+def restore_counters(self: MegatronLearner, d: dict):
+    "Continue the learning rates and the counters of `counters()`."
     if not skip_restore("scheduler"):
         for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"]): g["lr"] = lr
     if not skip_restore("scaler"):
         sc = d["scaler"]
         self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
 
+@patch
+@torch.no_grad()
+def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
+    "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
+    from looprl.megatron_model import load_native
+    if not skip_restore(role): load_native(self.model, d["model"])
+    self.restore_optimizer(d["optimizer"], d["master"])
+    self.restore_counters(d)
+
 # %% ../nbs/08e_megatron_trainer.ipynb #f9acc2d4
 class MegatronTrainer(Trainer):
-    "`trainer.Trainer` over Megatron-core models and learners (CUDA), started from native models."
-    def __init__(self, actor, critic, s: TrainSettings, device="cuda", seed: int = 0):
+    """`trainer.Trainer` over Megatron-core models and learners (CUDA), started from native models, in the processes of
+    the default group: `tensor_parallel` ranks hold shares of each model, and the world size ÷ `tensor_parallel`
+    replicas each run a share of a step's micro-batches (one process: both sizes 1)."""
+    def __init__(self, actor, critic, s: TrainSettings, device="cuda", seed: int = 0, tensor_parallel: int = 1):
         from looprl.megatron_model import init_megatron_parallel, build_megatron_model
         s.validate()
         if s.use_critic and critic is None: raise ValueError(f"{s.algorithm} needs a critic")
-        self.s, self.device, self.cfg = s, torch.device(device), actor.cfg
-        init_megatron_parallel(1, seed=seed, device=self.device.type)
+        self.s, self.device, self.cfg, self.tp = s, torch.device(device), actor.cfg, tensor_parallel
+        init_megatron_parallel(tensor_parallel, seed=seed, device=self.device.type)
         def learner(native):
             m = build_megatron_model(native.cfg, native.role, dtype=s.dtype, device=self.device, state_dict=native.state_dict())
             m.recompute = s.recompute
             return MegatronLearner(m, s)
         self.actor = learner(actor)
         self.critic = learner(critic) if s.use_critic else None
+
+    def learners(self) -> dict:
+        return dict(actor=self.actor, **({} if self.critic is None else dict(critic=self.critic)))
 
     def publication(self, on_device: bool = False):
         "The actor's native tensors (the training dtype, buffers FP32, as the model holds them), copies on the CPU or on the trainer's device, and their digest."
@@ -122,6 +148,94 @@ class MegatronTrainer(Trainer):
         t, _ = self.publication()
         return load_into(build_model(self.cfg, "actor", dtype=self.s.dtype), t, "the Megatron actor")
 
-def build_megatron_trainer(model_dir, s: TrainSettings, device="cuda", cfg: LoopedConfig | None = None) -> MegatronTrainer:
+# %% ../nbs/08e_megatron_trainer.ipynb #96571034
+def _data_parallel():
+    from megatron.core import parallel_state as ps
+    return ps.get_data_parallel_rank(), ps.get_data_parallel_world_size(), ps.get_data_parallel_group()
+
+@patch
+def step_share(self: MegatronTrainer, micro: list) -> list:
+    "This data-parallel replica's micro-batches of a step (`distributed.rank_share`); its tensor-parallel ranks run the same."
+    rank, size, _ = _data_parallel()
+    return [micro[i] for i in rank_share(len(micro), rank, size)]
+
+@patch
+def reduce_step_metrics(self: MegatronTrainer, metrics: dict) -> dict:
+    "A step's loss metrics summed over the data-parallel replicas (each weighted its share of the step)."
+    import torch.distributed as dist
+    _, size, group = _data_parallel()
+    if size == 1: return metrics
+    t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64, device=self.device)
+    dist.all_reduce(t, group=group)
+    return dict(zip(metrics, t.tolist()))
+
+def build_megatron_trainer(model_dir, s: TrainSettings, device="cuda", cfg: LoopedConfig | None = None, tensor_parallel: int = 1) -> MegatronTrainer:
     "`trainer.build_trainer` for `--backend megatron`: the same start (`native_start`), in Megatron-core's models."
-    return MegatronTrainer(*native_start(model_dir, s, cfg), s, device)
+    return MegatronTrainer(*native_start(model_dir, s, cfg), s, device, tensor_parallel=tensor_parallel)
+
+# %% ../nbs/08e_megatron_trainer.ipynb #719947a5
+def _inner_optimizers(opt) -> list: return [o.optimizer for o in getattr(opt, "chained_optimizers", [opt])]
+
+def _start_adam_state(opt):
+    "Adam's state at step 0 for every parameter of Megatron's optimizer `opt` that has none (its distributed optimizer reads a step)."
+    for o in _inner_optimizers(opt):
+        for p in (p for g in o.param_groups for p in g["params"]):
+            if not o.state[p]: o.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+
+def _adam_step_into_state(opt):
+    "Where the distributed optimizer loaded Adam's step into the parameter groups, move it to each parameter's state, where torch's Adam reads it."
+    for o in _inner_optimizers(opt):
+        for g in o.param_groups:
+            if "step" in g:
+                step = float(g.pop("step"))
+                for p in g["params"]: o.state[p]["step"] = torch.tensor(step)
+
+@patch
+def sharded_state(self: MegatronLearner, role: str, loading: bool = False) -> dict:
+    "Megatron's sharded state of the model (its keys under `role`.model.) and of its optimizer (masters, moments), for `dist_checkpointing`."
+    if loading and self.s.distributed_optimizer: _start_adam_state(self.opt)
+    model = self.model.sharded_state_dict(prefix=f"{role}.model.")
+    layout = dict(distrib_optim_sharding_type="dp_reshardable")      # the distributed optimizer: each rank saves its own buffers
+    return dict(model=model, optimizer=self.opt.sharded_state_dict(model, is_loading=loading, metadata=layout))
+
+# %% ../nbs/08e_megatron_trainer.ipynb #acea8ae5
+@patch
+def fresh_parts(self: MegatronLearner, role: str) -> dict:
+    "Copies of the parts `state.skip_restore` names (tests only), taken before `dist_checkpointing.load` fills the tensors in place."
+    if not any(skip_restore(p) for p in (role, "master", "optimizer")): return {}
+    return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()))
+
+@patch
+@torch.no_grad()
+def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str, fresh: dict):
+    "Continue from what `dist_checkpointing.load` gave back, and `counters`; a part `state.skip_restore` names comes from `fresh_parts`."
+    prefix = f"{role}.model."
+    model = fresh["model"] if skip_restore(role) else {k.removeprefix(prefix): v for k, v in loaded["model"].items()}
+    self.model.load_state_dict(model)
+    opt = loaded["optimizer"]
+    self.restore_optimizer(opt, opt.get(MASTERS), fresh.get("optimizer"))
+    _adam_step_into_state(self.opt)
+    self.restore_counters(counters)
+
+# %% ../nbs/08e_megatron_trainer.ipynb #07f91928
+@patch
+def save(self: MegatronTrainer, d):
+    """Write the state into checkpoint directory `d` (every rank calls it): each learner's model and optimizer through
+    `dist_checkpointing` into `megatron/<role>/`, each rank its shards; the learning rates, counters and RNG in `trainer.pt`."""
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    for r, L in self.learners().items():
+        (Path(d) / MEGATRON_STATE / r).mkdir(parents=True)
+        dist_checkpointing.save(L.sharded_state(r), str(Path(d) / MEGATRON_STATE / r))
+    if dist.get_rank() == 0: save_trainer_state({r: L.counters() for r, L in self.learners().items()}, Path(d), dist.get_world_size(), self.tp)
+
+@patch
+def load(self: MegatronTrainer, d):
+    "Continue from checkpoint directory `d` as `save` wrote it (every rank calls it), on as many ranks of the same tensor-parallel size."
+    import torch.distributed as dist
+    from megatron.core import dist_checkpointing
+    counters = load_trainer_state(Path(d), processes=dist.get_world_size(), tensor_parallel=self.tp)
+    for r, L in self.learners().items():
+        sharded = L.sharded_state(r, loading=True)
+        fresh = L.fresh_parts(r)
+        L.load_sharded(dist_checkpointing.load(sharded, str(Path(d) / MEGATRON_STATE / r)), counters[r], r, fresh)

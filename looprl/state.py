@@ -13,11 +13,11 @@ import torch
 from .atomic import atomic_dir, atomic_write_text
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'METRICS', 'POLICIES', 'RunError', 'skip_restore',
-           'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name', 'save_checkpoint',
-           'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'rank_file',
-           'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path', 'latest_policy',
-           'read_contract', 'contract_differences', 'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES', 'RunError',
+           'skip_restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name',
+           'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state',
+           'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path',
+           'latest_policy', 'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -141,6 +141,8 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
 
 # %% ../nbs/09_state.ipynb #82c97cb0
 def rank_file(rank: int) -> str: return f"trainer-rank{rank}.pt"
+
+MEGATRON_STATE = "megatron"     # the checkpoint folder of the Megatron trainer's dist_checkpointing files: one folder per learner
 
 def save_rank_state(state: dict, d: Path, rank: int, processes: int, tensor_parallel: int = 1):
     "Write trainer rank `rank`'s part of the state, with its process's RNG, into checkpoint directory `d`."

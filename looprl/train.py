@@ -67,6 +67,8 @@ def parser():
       "equal to --trainer-processes: they split the attention heads and MLP rows (DTensor)")
     a("--backend", choices=BACKENDS, help="trainer backend: torch (default); megatron: Megatron-core's models, gradient buffers "
       "and optimizer (looprl.megatron_trainer; needs --device cuda and megatron-core)")
+    a("--distributed-optimizer", action="store_true", default=None, help="with --backend megatron and --optimizer adamw: "
+      "Megatron's distributed optimizer (masters and moments sharded over the data-parallel ranks)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
     a("--no-progress", action="store_true", help="no progress bar")

@@ -8,12 +8,13 @@ Docs: https://looprl.github.io/looprl/trainer.html.md"""
 from __future__ import annotations
 import math, time
 from dataclasses import dataclass, asdict, field, fields
+from pathlib import Path
 import torch
 from .config import LoopedConfig
 from .models import LoopedLM, build_model, recompute
 from .hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
-from .state import skip_restore
+from .state import skip_restore, save_trainer_state, load_trainer_state
 from .records import Rollout
 from fastcore.basics import patch
 
@@ -56,6 +57,7 @@ class TrainSettings:
     max_skipped_steps: int = 8         # consecutive skipped (overflowing) steps of one learner before the run stops
     threads: int = 1
     backend: str = "torch"             # torch: looprl.trainer; megatron: Megatron-core models and optimizer (looprl.megatron_trainer)
+    distributed_optimizer: bool = False   # megatron: Megatron's distributed optimizer (masters and moments sharded over data-parallel ranks)
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
@@ -90,8 +92,11 @@ def validate(self: TrainSettings) -> TrainSettings:
         if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1): raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
     b = self.betas
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
-    for k in ("recompute", "normalize_advantages"):
+    for k in ("recompute", "normalize_advantages", "distributed_optimizer"):
         if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
+    if self.distributed_optimizer and self.backend != "megatron": raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
+    if self.distributed_optimizer and self.optimizer != "adamw":
+        raise ValueError(f"distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")
     m = self.minibatches
     if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1): raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
     if self.algorithm == "flow-dppo" and m not in (None, 2): raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
@@ -297,6 +302,14 @@ class Trainer:
     def load_state_dict(self, d: dict):
         self.actor.load_state_dict(d["actor"], "actor")
         if self.critic is not None: self.critic.load_state_dict(d["critic"], "critic")
+
+    def save(self, d):
+        "Write the state, with this process's RNG, into checkpoint directory `d` (`trainer.pt`)."
+        save_trainer_state(self.state_dict(), Path(d))
+
+    def load(self, d):
+        "Continue from checkpoint directory `d` (this process's RNG too)."
+        self.load_state_dict(load_trainer_state(Path(d)))
 
 def _weighted(items):
     "Weighted average of metric dicts [(w, {k: v})] (weights sum to 1 over a step)."

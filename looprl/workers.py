@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from .config import load_config
 from .trainer import TrainSettings, build_trainer
-from .state import save_trainer_state, load_trainer_state, fault_point, seed_everything
+from .state import save_trainer_state, fault_point, seed_everything
 from .hf import write_tensors
 from .atomic import atomic_dir
 from .records import Request, Completion, Rollout
@@ -72,8 +72,8 @@ class TrainerWorker:
         from looprl.hf import save_checkpoint
         from looprl.data import load_tokenizer
         save_checkpoint(self.trainer.native_actor(), path, tokenizer=load_tokenizer(self.model_dir))
-    def save(self, d: str): save_trainer_state(self.trainer.state_dict(), Path(d))
-    def load(self, d: str): self.trainer.load_state_dict(load_trainer_state(Path(d)))
+    def save(self, d: str): self.trainer.save(Path(d))
+    def load(self, d: str): self.trainer.load(Path(d))
     def state_digest(self) -> str:
         "Digest of every tensor of the trainer's state (tests use it to compare workers)."
         return nested_state_digest(self.trainer.state_dict())

@@ -137,3 +137,19 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
     assert L.options_for_resume(str(run), {"backend": "megatron"}).backend == "megatron"
     with pytest.raises(L.UsageError, match=r"^--backend: the run was trained with megatron and cannot resume with torch"):
         L.options_for_resume(str(run), {"backend": "torch"})
+
+def test_distributed_optimizer_options(tmp_path):
+    """--distributed-optimizer needs --backend megatron and AdamW, each refused in one line naming the flag; a resume
+    keeps the run's choice (another one is refused, naming both)."""
+    import json, looprl.loop as L
+    from looprl.trainer import TrainSettings
+    assert bad(tmp_path / "new", "--distributed-optimizer") == \
+        "looprl.train: --distributed-optimizer: Megatron's distributed optimizer needs backend megatron"
+    with pytest.raises(ValueError, match=r"^distributed_optimizer: needs optimizer adamw .* got sgd$"):
+        TrainSettings(backend="megatron", optimizer="sgd", distributed_optimizer=True).validate()
+    TrainSettings(backend="megatron", optimizer="adamw", distributed_optimizer=True).validate()
+    run = tmp_path / "run"; run.mkdir()
+    (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "distributed_optimizer": True}}))
+    assert L.options_for_resume(str(run), {}).distributed_optimizer is True
+    with pytest.raises(L.UsageError, match=r"^--distributed-optimizer: the run was trained with True and cannot resume with False"):
+        L.options_for_resume(str(run), {"distributed_optimizer": False})

@@ -6,12 +6,17 @@
   resume   the Megatron trainer's own exactness: 3 updates uninterrupted against 2 updates, its state saved and
            loaded as a run checkpoint's trainer.pt (looprl.state), by a fresh trainer in this process, then update 3 — publication digests and metrics
            compared; and the twins that must differ: the same resume with LOOPRL_SKIP_RESTORE=master, and with =actor.
-usage: PYTHONPATH=. python benchmarks/gpu/megatron_trainer.py [steps] [resume]   -> $OUT/megatron-trainer.json
+  checkpoint  the same resume through the run checkpoint's own path, MegatronTrainer.save / load (dist_checkpointing
+           into megatron/, the counters and RNG in trainer.pt), with AdamW (lr 1e-5, moments to restore), with Megatron's
+           plain FP16 optimizer and with its distributed optimizer; the twins LOOPRL_SKIP_RESTORE=optimizer, =actor (and
+           =master for the plain optimizer); the files written and the save and load seconds.
+usage: PYTHONPATH=. python benchmarks/gpu/megatron_trainer.py [steps] [resume] [checkpoint]   -> $OUT/megatron-trainer.json
 Each part records its error text instead of its figures when it fails; the others still run."""
 import json, os, shlex, sys, tempfile, time, traceback
 from pathlib import Path
 
-PARTS = ("steps", "resume")
+PARTS = ("steps", "resume", "checkpoint")
+DEVICE = "cuda"
 T0 = time.perf_counter()
 OUT = Path(os.environ.get("OUT", "out")); OUT.mkdir(parents=True, exist_ok=True)
 PATH = OUT / "megatron-trainer.json"
@@ -42,13 +47,13 @@ def natives(cfg, algorithm):
     return actor, critic
 
 
-def trainer(backend, cfg, algorithm):
+def trainer(backend, cfg, algorithm, **changes):
     import dataclasses
     from looprl.trainer import Trainer
     from looprl.megatron_trainer import MegatronTrainer
-    s = dataclasses.replace(settings(algorithm), backend=backend)
+    s = dataclasses.replace(settings(algorithm), backend=backend, **changes)
     a, c = natives(cfg, algorithm)
-    return (MegatronTrainer if backend == "megatron" else Trainer)(a, c, s, "cuda")
+    return (MegatronTrainer if backend == "megatron" else Trainer)(a, c, s, DEVICE)
 
 
 def rollouts(cfg, n=3):
@@ -113,6 +118,44 @@ def resume():
         row["straight_grad_norms"] = [x.get("grad_norm") for x in straight]
         out[alg] = row
         (path / "trainer.pt").unlink(); path.rmdir()
+    return out
+
+
+def checkpoint():
+    import shutil, torch
+    cfg, out = mid_config(), {}
+    rs = rollouts(cfg)
+    for alg in ("grpo", "ppo"):
+        for distributed in (False, True):
+            kw = dict(optimizer="adamw", lr=1e-5, distributed_optimizer=distributed)
+            a = trainer("megatron", cfg, alg, **kw)
+            straight, digests = [], []
+            for r in rs: straight.append(a.train(r, 4)["metrics"]); digests.append(a.publication()[1])
+            want = digests[-1]
+            del a; torch.cuda.empty_cache()
+            b = trainer("megatron", cfg, alg, **kw)
+            for r in rs[:2]: b.train(r, 4)
+            path = Path(tempfile.mkdtemp())
+            t = time.perf_counter(); b.save(path); save_s = time.perf_counter() - t
+            files = sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.is_file())
+            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            del b; torch.cuda.empty_cache()
+            row = dict(files=files, bytes=size, save_s=round(save_s, 2))
+            for skip in ("", "optimizer", "actor") + (() if distributed else ("master",)):
+                os.environ["LOOPRL_SKIP_RESTORE"] = skip
+                try:
+                    c = trainer("megatron", cfg, alg, **kw)
+                    t = time.perf_counter(); c.load(path); load_s = time.perf_counter() - t
+                    m3 = c.train(rs[2], 4)["metrics"]
+                    got = c.publication()[1]
+                finally: os.environ.pop("LOOPRL_SKIP_RESTORE", None)
+                row[skip or "restored"] = dict(digest_equal=got == want, metrics_equal=all(m3.get(k) == straight[2].get(k) for k in KEYS),
+                                               grad_norm=[straight[2].get("grad_norm"), m3.get("grad_norm")], load_s=round(load_s, 2))
+                del c; torch.cuda.empty_cache()
+            row["digests_change_every_update"] = len(set(digests)) == len(digests)
+            row["straight_grad_norms"] = [x.get("grad_norm") for x in straight]
+            out[f"{alg}-{'distributed' if distributed else 'plain'}-optimizer"] = row
+            shutil.rmtree(path)
     return out
 
 

@@ -22,6 +22,10 @@
 #             checkpoints live in /tmp (the stopped run of a full-size algorithm with a critic in /dev/shm), so stages run
 #             as separate commands need a machine that keeps /tmp and /dev/shm between them.
 #   STEP_TIMEOUT_S  time limit of each training process (default 300).
+#   DIST_OPT  1: --distributed-optimizer (with BACKEND=megatron; the mid size trains with AdamW).
+#   TWIN      a part of the state (LOOPRL_SKIP_RESTORE, looprl.state.RESTORABLE), e.g. optimizer: a copy of the stopped run
+#             is also resumed with that part left out, and compared with the uninterrupted run; that comparison must say
+#             DIFFERENT, or the case fails. Its JSON: the case's name with -twin-<part>.
 # Writes $OUT/resume-learning-<algorithm>-<size>-fp16<layout>.json (<layout> is empty with local workers and no TRANSPORT,
 # else -<workers>-<transport>; -megatron is added with BACKEND=megatron): the case's command, the commands of its runs, looprl.compare's report, the run contract and
 # both runs' metrics. The output streams, and is appended as it goes to $OUT/resume-learning-log.txt.
@@ -38,6 +42,7 @@ case $workers in local|ray) ;; *) echo "$0: unknown WORKERS '$workers' (local or
 layout=""; [ "$workers" = ray ] || [ -n "${TRANSPORT:-}" ] && layout="-$workers-${TRANSPORT:-memory}"
 backend=${BACKEND:-torch}
 case $backend in torch) ;; megatron) layout="$layout-megatron";; *) echo "$0: unknown BACKEND '$backend' (torch or megatron)" >&2; exit 2;; esac
+[ "${DIST_OPT:-}" = 1 ] && layout="$layout-distopt"
 size=""
 for arg in "$@"; do       # the arguments are checked before anything runs
   if [ "$arg" = "--" ]; then size=""; elif [ -z "$size" ]; then size=$arg
@@ -65,8 +70,9 @@ case_run() {   # SIZE ALGORITHM: the stages of one case
   local C="--model $model --algorithm $alg --device cuda --workers $workers --precision fp16 --updates 3
      --reward ${REWARD:-looprl.rewards:even_token_share} --data looprl/assets/data/arithmetic-prompts.jsonl --no-eval --no-progress
      --keep-checkpoints 1 $opt${TRANSPORT:+ --transport $TRANSPORT}${BACKEND:+ --backend $BACKEND}"
+  [ "${DIST_OPT:-}" = 1 ] && C="$C --distributed-optimizer"
   local case="bash $0 $size $alg" v t0=$SECONDS
-  for v in REWARD TRANSPORT WORKERS BACKEND; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
+  for v in REWARD TRANSPORT WORKERS BACKEND DIST_OPT TWIN; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
   echo "== $size $alg: stages $STAGES"
   if has a; then
     [ -f $model/config.json ] || checkpoint "$size"
@@ -76,6 +82,7 @@ case_run() {   # SIZE ALGORITHM: the stages of one case
   if has b; then
     [ -f $model/config.json ] || checkpoint "$size"
     rm -rf $b; run_logged $cmds python3 -m looprl.train $C --output $b --stop-after 2 --cuda-graphs
+    if [ -n "${TWIN:-}" ]; then rm -rf $b-twin; cp -r $b $b-twin; fi
   fi
   if has resume+compare; then
     run_logged $cmds python3 -m looprl.train --output $b --resume --no-progress --keep-checkpoints 1
@@ -86,6 +93,18 @@ case_run() {   # SIZE ALGORITHM: the stages of one case
     [ $rc -eq 0 ] || FAILED+=("$size $alg: looprl.compare exit $rc")
     python3 benchmarks/gpu/record.py resume "$OUT/resume-learning-$alg-$size-fp16$layout.json" "$case" $a $b $report $cmds \
       || FAILED+=("$size $alg: record.py resume")
+    if [ -n "${TWIN:-}" ]; then
+      local twin=$b-twin twin_report=/tmp/l-$alg-compare-twin.json
+      echo "LOOPRL_SKIP_RESTORE=$TWIN python3 -m looprl.train --output $twin --resume --no-progress --keep-checkpoints 1" >> $cmds
+      LOOPRL_SKIP_RESTORE=$TWIN step "${STEP_TIMEOUT_S:-300}" python3 -m looprl.train --output $twin --resume --no-progress --keep-checkpoints 1
+      echo "python3 -m looprl.compare $a $twin --json" >> $cmds
+      timeout 200 python3 -m looprl.compare $a $twin --json > $twin_report; rc=$?
+      echo "$size $alg twin ($TWIN not restored): compare exit $rc (DIFFERENT is 1)"
+      [ $rc -eq 1 ] || FAILED+=("$size $alg twin $TWIN: looprl.compare exit $rc, not 1 (DIFFERENT)")
+      python3 benchmarks/gpu/record.py resume "$OUT/resume-learning-$alg-$size-fp16$layout-twin-$TWIN.json" "$case" $a $twin \
+        $twin_report $cmds || FAILED+=("$size $alg twin: record.py resume")
+      rm -rf $twin $twin_report
+    fi
     rm -rf $a $b $report $cmds
   fi
 }
