@@ -177,8 +177,9 @@ def _learners(r: dict) -> tuple:
 def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
 
 def _ranks(r: dict) -> dict:
-    "Each trainer rank's file by rank: every rank the contract's process count names (ABSENT where its file is missing), and any other found."
-    n = dig(r["contract"], "trainer_processes")
+    """Each trainer rank's file by rank: every rank the contract's process count names (ABSENT where its file is missing),
+    and any other found. The Megatron trainer's ranks write none: their shards are in the checkpoint's `megatron/` folders."""
+    n = dig(r["contract"], "trainer_processes") if dig(r["contract"], "settings", "backend") != "megatron" else 1
     return {k: r["ranks"].get(k, ABSENT) for k in sorted(set(r["ranks"]) | set(range(n if isinstance(n, int) and n > 1 else 0)))}
 
 def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:

@@ -173,25 +173,27 @@ def check_options(o: RunOptions):
     _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     _check(o.backend in BACKENDS, f"--backend: unknown backend {o.backend!r}; choose one of {', '.join(BACKENDS)}")
-    _check(o.backend == "torch" or o.trainer_processes == 1,
-           f"--backend {o.backend}: trains in one trainer process (tensor- and data-parallel size 1); got --trainer-processes {o.trainer_processes}")
     _check(o.backend == "torch" or o.transport != "nccl", f"--backend {o.backend}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
     check_trainer_processes(o)
 
 def check_trainer_processes(o: RunOptions):
-    "The trainer process group: N ≥ 1 processes, a tensor-parallel size of 1 or N, and steps whose micro-batches split evenly."
+    """The trainer process group: N ≥ 1 processes, a tensor-parallel size of 1 or N (the Megatron backend: any divisor
+    of N, the rest data-parallel replicas), and steps whose micro-batches split evenly over the replicas."""
     N, M = o.trainer_processes, o.tensor_parallel
     _count("trainer-processes", N); _count("tensor-parallel", M)
-    _check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either the micro-batches or the heads, got {M}")
+    if o.backend == "megatron": _check(N % M == 0, f"--tensor-parallel: must divide --trainer-processes ({N}): each model's shares, the rest data-parallel replicas, got {M}")
+    else: _check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either the micro-batches or the heads, got {M}")
     if N == 1: return
     _check(o.transport != "nccl" and (o.device == "cpu" or o.placement == "ray"),
            f"{TRAINER_PROCESSES_PLACES}; got --device {o.device} --workers {o.placement} --transport {o.transport}")
-    if M > 1: return
+    replicas = N // M if o.backend == "megatron" else (1 if M > 1 else N)
+    if replicas == 1: return
     _count("micro-batch-size", o.micro_batch_size)
     rows = o.prompts_per_update * o.group_size // o.minibatches
     micro = -(-rows // o.micro_batch_size)
-    _check(micro % N == 0, f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of --micro-batch-size "
-           f"{o.micro_batch_size}, which do not split evenly over {N} processes (make the count a multiple of {N})")
+    _check(micro % replicas == 0, f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of --micro-batch-size "
+           f"{o.micro_batch_size}, which do not split evenly over {replicas} {'data-parallel replicas' if replicas != N else 'processes'} "
+           f"(make the count a multiple of {replicas})")
 
 def check_devices(o: RunOptions):
     "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
@@ -266,8 +268,9 @@ def prepare(o: RunOptions) -> Prepared:
     try: settings.validate()
     except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
     if (M := o.tensor_parallel) > 1:
-        _check(precision == "fp32", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
-        for what, n in (("attention heads", cfg.n_heads), ("KV heads", cfg.n_kv_heads), ("MLP rows", cfg.intermediate_size)):
+        _check(precision == "fp32" or o.backend == "megatron", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
+        split = (("attention heads", cfg.n_heads), ("KV heads", cfg.n_kv_heads), ("MLP rows", cfg.intermediate_size))
+        for what, n in split + ((("vocabulary rows", cfg.vocab_size),) if o.backend == "megatron" else ()):
             _check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes ({o.model_dir / 'config.json'})")
     contract = dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),

@@ -225,7 +225,7 @@ def save(self: MegatronTrainer, d):
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
     for r, L in self.learners().items():
-        (Path(d) / MEGATRON_STATE / r).mkdir(parents=True)
+        (Path(d) / MEGATRON_STATE / r).mkdir(parents=True, exist_ok=True)    # every rank
         dist_checkpointing.save(L.sharded_state(r), str(Path(d) / MEGATRON_STATE / r))
     if dist.get_rank() == 0: save_trainer_state({r: L.counters() for r, L in self.learners().items()}, Path(d), dist.get_world_size(), self.tp)
 

@@ -64,7 +64,8 @@ def parser():
     a("--trainer-processes", type=int, help="trainer processes forming one process group (default 1): gloo on the CPU "
       "(--workers local or ray), NCCL with one GPU each under Ray (--device cuda --workers ray)")
     a("--tensor-parallel", type=int, help="1 (default): the trainer processes split each step's micro-batches (FSDP2); "
-      "equal to --trainer-processes: they split the attention heads and MLP rows (DTensor)")
+      "equal to --trainer-processes: they split the attention heads and MLP rows (DTensor); with --backend megatron any divisor "
+      "of --trainer-processes: Megatron's tensor-parallel size, the rest data-parallel replicas")
     a("--backend", choices=BACKENDS, help="trainer backend: torch (default); megatron: Megatron-core's models, gradient buffers "
       "and optimizer (looprl.megatron_trainer; needs --device cuda and megatron-core)")
     a("--distributed-optimizer", action="store_true", default=None, help="with --backend megatron and --optimizer adamw: "

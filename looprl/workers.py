@@ -21,7 +21,7 @@ from fastcore.basics import patch
 __all__ = ['TRANSPORTS', 'RAY_START_ATTEMPTS', 'TRAINER_PROCESSES_PLACES', 'nested_state_digest', 'TrainerWorker', 'EngineWorker',
            'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Call', 'WorkerHandle', 'TrainerHandle',
            'EngineHandle', 'MemoryTransport', 'DiskTransport', 'NcclTransport', 'start_ray', 'PlacementError',
-           'rank_cpus', 'Placement', 'TrainerRank', 'TrainerGroup']
+           'rank_cpus', 'Placement', 'TrainerRank', 'MegatronRank', 'TrainerGroup']
 
 # %% ../nbs/10_workers.ipynb #b6d5120a
 def nested_state_digest(state) -> str:
@@ -369,19 +369,43 @@ class TrainerRank(TrainerWorker):
         state = self.trainer.full_state()                     # a collective: every rank gathers
         return nested_state_digest(state) if self.rank == 0 else None
 
+# %% ../nbs/10_workers.ipynb #eba6738e
+class MegatronRank(TrainerWorker):
+    """One of the trainer processes of `--backend megatron --trainer-processes N`: its part of a
+    `megatron_trainer.MegatronTrainer` of `tensor_parallel` × (N ÷ `tensor_parallel`) ranks. Every method is a
+    collective (gathering a tensor-parallel model, saving its shards); rank 0's result is the group's."""
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None,
+                 seed: int = 0, tensor_parallel: int = 1):
+        from looprl.distributed import rank_device
+        from looprl.megatron_trainer import build_megatron_trainer
+        os.environ.update(env_vars or {})
+        self.model_dir, self.rank = model_dir, rank
+        self.trainer = build_megatron_trainer(model_dir, TrainSettings(**settings), rank_device(device), tensor_parallel=tensor_parallel)
+        seed_everything(seed)
+
+    def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str | None:
+        if self.rank == 0: return super().publish_to_disk(path, max_shard_bytes)
+        self.trainer.publication()
+
+    def export_policy(self, path: str):
+        if self.rank == 0: return super().export_policy(path)
+        self.trainer.native_actor()
+
 # %% ../nbs/10_workers.ipynb #54d0b529
 class TrainerGroup:
-    """N trainer processes behind the methods of one `TrainerWorker`, for `TrainerHandle`: each call runs on every rank
-    and returns rank 0's result. The ranks are spawned processes on this host (`distributed.RankGroup`) or Ray actors
-    with `num_cpus`, `num_gpus` and `runtime_env` each (`ray_actors`: `distributed.RayRankGroup`); gloo on the CPU, NCCL
-    with `device='cuda'` (one GPU per rank)."""
+    """N trainer processes behind the methods of one `TrainerWorker`, for `TrainerHandle` (`TrainerRank`s, or
+    `MegatronRank`s for the Megatron backend): each call runs on every rank and returns rank 0's result. The ranks are
+    spawned processes on this host (`distributed.RankGroup`) or Ray actors with `num_cpus`, `num_gpus` and
+    `runtime_env` each (`ray_actors`: `distributed.RayRankGroup`); gloo on the CPU, NCCL with `device='cuda'` (one GPU
+    per rank)."""
     def __init__(self, processes: int, tensor_parallel: int = 1, ray_actors: bool = False, num_cpus: float = 1, num_gpus: float = 0,
                  runtime_env: dict | None = None, **trainer_kwargs):
         from looprl.distributed import RankGroup, RayRankGroup
         threads = TrainSettings(**trainer_kwargs["settings"]).threads or 1
         kw = dict(tensor_parallel=tensor_parallel, threads=threads, backend="nccl" if trainer_kwargs.get("device") == "cuda" else "gloo")
         if ray_actors: kw.update(num_cpus=num_cpus, num_gpus=num_gpus, runtime_env=runtime_env)
-        self.ranks = (RayRankGroup if ray_actors else RankGroup)(TrainerRank, processes, **trainer_kwargs, **kw)
+        rank = MegatronRank if TrainSettings(**trainer_kwargs["settings"]).backend == "megatron" else TrainerRank
+        self.ranks = (RayRankGroup if ray_actors else RankGroup)(rank, processes, **trainer_kwargs, **kw)
 
     def _all(self, method: str, *args): return self.ranks.call(method, *args)[0]
     def ready(self): return self._all("ready")

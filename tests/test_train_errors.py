@@ -121,14 +121,20 @@ def test_engine_vllm(tmp_path):
     assert "invalid choice: 'sglang'" in bad(tmp_path / "new", "--engine", "sglang")
 
 def test_megatron_backend_options(monkeypatch, tmp_path):
-    """With CUDA and megatron-core present the backend check passes; --backend megatron trains in one trainer process; a
+    """With CUDA and megatron-core present the backend check passes; --backend megatron takes any tensor-parallel size
+    that divides --trainer-processes (the rest data-parallel replicas, which must split a step's micro-batches evenly); a
     resume keeps the run's backend (another one is refused, naming both), and an unknown backend is refused."""
     import json, looprl.megatron as M, looprl.loop as L
     monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
     M.check_backend("megatron", "cuda")
-    with pytest.raises(L.UsageError, match=r"^--backend megatron: trains in one trainer process \(tensor- and data-parallel size 1\); got --trainer-processes 2$"):
-        L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="megatron", trainer_processes=2))
-    L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="megatron"))
+    opts = lambda **kw: L.RunOptions(output=str(tmp_path / "r"), backend="megatron", device="cuda", workers="ray", **kw)
+    L.check_options(opts()); L.check_options(opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=2))
+    with pytest.raises(L.UsageError, match=r"^--tensor-parallel: must divide --trainer-processes \(4\): each model's shares, the rest data-parallel replicas, got 3$"):
+        L.check_options(opts(trainer_processes=4, tensor_parallel=3))
+    with pytest.raises(L.UsageError, match=r"micro-batches of --micro-batch-size 16, which do not split evenly over 2 data-parallel replicas"):
+        L.check_options(opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=16))
+    with pytest.raises(L.UsageError, match=r"^--tensor-parallel: must be 1 or --trainer-processes \(4\)"):
+        L.check_options(L.RunOptions(output=str(tmp_path / "r"), trainer_processes=4, tensor_parallel=2))
     with pytest.raises(L.UsageError, match=r"^--backend: unknown backend 'fsdp'; choose one of torch, megatron$"):
         L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="fsdp"))
     run = tmp_path / "run"; run.mkdir()
