@@ -7,6 +7,7 @@ Docs: https://looprl.github.io/looprl/distributed.html.md"""
 # %% ../nbs/08b_distributed.ipynb #00475f03
 from __future__ import annotations
 import dataclasses, os, pickle, tempfile, time, traceback
+from dataclasses import asdict
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -14,8 +15,8 @@ import torch, torch.nn as nn, torch.distributed as dist
 from fastcore.basics import patch
 from .models import LoopedLM, TensorParallel
 from .hf import state_digest
-from .trainer import Learner, Trainer, TrainSettings, build_trainer, state_copy
-from .state import skip_restore
+from .trainer import Learner, Trainer, TrainSettings, ScalerState, build_trainer, state_copy
+from .state import restore
 from .records import Rollout
 
 # %% auto #0
@@ -169,7 +170,6 @@ class ShardedLearner(Learner):
         if fsdp: shard_model(model, mesh, torch.float16 if s.precision == "fp16" else None, looped)
         super().__init__(model, dataclasses.replace(s, precision="fp32"))     # keep the FP32 shards: no .half(), no copies
         self.s, self.scale = s, (s.loss_scale if s.precision == "fp16" else 1.0)
-        self.sync_overflow = True      # False (tests only): decide a skip from this rank's shards alone
 
     def _local_grads(self) -> list:
         "(local gradient, weight) per parameter: a sharded gradient counts once; a whole copy on every rank, 1/world each."
@@ -189,7 +189,7 @@ def step(self: ShardedLearner) -> dict:
                          dtype=torch.float64, device=comm_device())
     total = local.clone(); dist.all_reduce(total)
     lr = self.sched.get_last_lr()[0]
-    if (total if self.sync_overflow else local)[1] > 0:
+    if total[1] > 0:
         self.skipped_steps += 1; self.consecutive_skips += 1
         self.zero_grad()
         return dict(skipped=1, grad_norm=float("nan"), lr=lr)
@@ -316,7 +316,7 @@ def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
     return model
 
 # %% ../nbs/08b_distributed.ipynb #bad5cfee
-def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, temperature: float = 0.8, recompute: bool = False):
+def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, recompute: bool = False):
     """One TP rank (for `run_ranks`): the replayed log-probs of `rollout` under `tensors` split over all ranks, and
     the native-layout gradients of their masked sum (compare with one process: `single_replay`)."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -324,14 +324,14 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
     from looprl.models import build_model
     m = load_into(build_model(cfg), tensors, "tensors"); m.recompute = recompute
     tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
-    lp, grads = single_replay(m, rollout, temperature)
+    lp, grads = single_replay(m, rollout)
     return lp, {n: native_rows(m, n, g.full_tensor() if hasattr(g, "full_tensor") else g) for n, g in grads.items()}
 
-def single_replay(model: LoopedLM, rollout: Rollout, temperature: float = 0.8):
+def single_replay(model: LoopedLM, rollout: Rollout):
     "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
     from looprl.trainer import SequenceBatch, response_logprobs
-    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds)
-    lp = response_logprobs(model, b, temperature)
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature)
+    lp = response_logprobs(model, b, b.temperature)
     (lp * b.mask).sum().backward()
     return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
@@ -352,7 +352,7 @@ def _tp_split(models: list, device) -> object:
 def local_state(self: ShardedLearner) -> dict:
     "This rank's part of the learner: its parameter shards and buffers, its optimizer state, the schedule and the scaler."
     return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()), scheduler=self.sched.state_dict(),
-                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+                scaler=asdict(ScalerState.of(self)))
 
 # %% ../nbs/08b_distributed.ipynb #bfe855ef
 def _like(p, v):
@@ -365,20 +365,17 @@ def _like(p, v):
 @torch.no_grad()
 def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: int = 0):
     """Continue from `local_state`'s `d`, bit for bit: shards copied into place, optimizer state wrapped as the
-    parameters are. A part that `state.skip_restore` names (tests only: the learner, `shard.<rank>`, the optimizer…)
-    is left as a fresh start has it."""
-    if not (skip_restore(role) or skip_restore(f"shard.{rank}")):
+    parameters are; each part through the `state.restore` gate (the learner is also named `shard.<rank>` there)."""
+    def shards():
         own = self.model.state_dict(keep_vars=True)
         if set(own) != set(d["model"]): raise ValueError(f"{role}: the checkpoint's tensors are not this model's ({sorted(set(own) ^ set(d['model']))[:3]})")
         for k, t in own.items(): (t.to_local() if hasattr(t, "to_local") else t).copy_(d["model"][k])
-    if not skip_restore("optimizer"):
+    def optimizer():
         opt = d["optimizer"]
         state = {i: {k: _like(self.opt_params[i], v) for k, v in st.items()} for i, st in opt["state"].items()}
         self.opt.load_state_dict({**opt, "state": state})
-    if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
-    if not skip_restore("scaler"):
-        sc = d["scaler"]
-        self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+    restore({(role, f"shard.{rank}"): shards, "optimizer": optimizer, "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
+             "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
 # %% ../nbs/08b_distributed.ipynb #1eba37fa
 def _gathered(model, x, name: str):
@@ -399,7 +396,7 @@ def full_state(self: ShardedLearner) -> dict:
         master, trained = [model[n] for n in names], set(names) | _aliases(self.model, names)
         model = {k: v for k, v in model.items() if k not in trained}
     return dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(),
-                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+                scaler=asdict(ScalerState.of(self)))
 
 def _aliases(model, names) -> set:
     "State-dict names that are other names of trained parameters (a tied head)."

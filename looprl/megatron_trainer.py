@@ -7,6 +7,7 @@ Docs: https://looprl.github.io/looprl/megatron_trainer.html.md"""
 # %% ../nbs/08e_megatron_trainer.ipynb #500aaac4
 from __future__ import annotations
 import dataclasses
+from dataclasses import asdict
 from pathlib import Path
 import torch
 from fastcore.basics import patch
@@ -14,8 +15,8 @@ from .config import LoopedConfig
 from .hf import load_into, state_digest
 from .models import build_model
 from .distributed import rank_share
-from .state import MEGATRON_STATE, skip_restore, save_trainer_state, load_trainer_state
-from .trainer import Trainer, TrainSettings, WarmupThenConstant, native_start, state_copy
+from .state import MEGATRON_STATE, restore, left_fresh, save_trainer_state, load_trainer_state
+from .trainer import Trainer, TrainSettings, ScalerState, WarmupThenConstant, native_start, state_copy
 
 # %% auto #0
 __all__ = ['MASTERS', 'megatron_optimizer_fields', 'MegatronLearner', 'MegatronTrainer', 'build_megatron_trainer']
@@ -73,7 +74,7 @@ MASTERS = "fp32_from_fp16_params"       # where Megatron's FP16 optimizer keeps 
 def counters(self: MegatronLearner) -> dict:
     "The learning rate of each parameter group, the scale and the step counters."
     return dict(scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
-                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+                scaler=asdict(ScalerState.of(self)))
 
 @patch
 def state_dict(self: MegatronLearner) -> dict:
@@ -87,31 +88,29 @@ def state_dict(self: MegatronLearner) -> dict:
 # %% ../nbs/08e_megatron_trainer.ipynb #3cc63619
 @patch
 def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | None = None):
-    """Load Megatron's optimizer state `saved` with the FP32 masters `master`; a part `state.skip_restore` names is as
-    in `fresh`, the fresh learner's optimizer state (default: the one it holds now)."""
+    """Load Megatron's optimizer state `saved` with the FP32 masters `master`, through the `state.restore` gate: a part
+    left fresh is as in `fresh`, the fresh learner's optimizer state (default: the one it holds now)."""
     fresh = self.opt.state_dict() if fresh is None else fresh
-    opt = dict(saved)
-    if skip_restore("optimizer"):
-        opt, inner = dict(fresh), fresh.get("optimizer")
-        if isinstance(inner, dict) and "state" in inner: opt["optimizer"] = {**inner, "state": {}}     # no moments yet
-    if MASTERS in fresh: opt[MASTERS] = fresh[MASTERS] if skip_restore("master") else master
+    inner = fresh.get("optimizer")
+    parts = dict(optimizer=dict(fresh), master=fresh.get(MASTERS))
+    if isinstance(inner, dict) and "state" in inner: parts["optimizer"]["optimizer"] = {**inner, "state": {}}     # no moments yet
+    restore({"optimizer": lambda: parts.update(optimizer=dict(saved)), "master": lambda: parts.update(master=master)})
+    opt = parts["optimizer"]
+    if MASTERS in fresh: opt[MASTERS] = parts["master"]
     self.opt.load_state_dict(state_copy(opt))
 
 @patch
 def restore_counters(self: MegatronLearner, d: dict):
-    "Continue the learning rates and the counters of `counters()`."
-    if not skip_restore("scheduler"):
-        for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"]): g["lr"] = lr
-    if not skip_restore("scaler"):
-        sc = d["scaler"]
-        self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+    "Continue the learning rates and the counters of `counters()`, through the `state.restore` gate."
+    restore({"scheduler": lambda: [g.__setitem__("lr", lr) for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"])],
+             "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
 @patch
 @torch.no_grad()
 def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
-    "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
+    "Continue from `d`, each part through the `state.restore` gate."
     from looprl.megatron_model import load_native
-    if not skip_restore(role): load_native(self.model, d["model"])
+    restore({role: lambda: load_native(self.model, d["model"])})
     self.restore_optimizer(d["optimizer"], d["master"])
     self.restore_counters(d)
 
@@ -201,17 +200,17 @@ def sharded_state(self: MegatronLearner, role: str, loading: bool = False) -> di
 # %% ../nbs/08e_megatron_trainer.ipynb #acea8ae5
 @patch
 def fresh_parts(self: MegatronLearner, role: str) -> dict:
-    "Copies of the parts `state.skip_restore` names (tests only), taken before `dist_checkpointing.load` fills the tensors in place."
-    if not any(skip_restore(p) for p in (role, "master", "optimizer")): return {}
+    "Copies of the parts a resume leaves fresh (`state.left_fresh`), taken before `dist_checkpointing.load` fills the tensors in place."
+    if not left_fresh(role, "master", "optimizer"): return {}
     return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()))
 
 @patch
 @torch.no_grad()
 def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str, fresh: dict):
-    "Continue from what `dist_checkpointing.load` gave back, and `counters`; a part `state.skip_restore` names comes from `fresh_parts`."
-    prefix = f"{role}.model."
-    model = fresh["model"] if skip_restore(role) else {k.removeprefix(prefix): v for k, v in loaded["model"].items()}
-    self.model.load_state_dict(model)
+    "Continue from what `dist_checkpointing.load` gave back, and `counters`; a part left fresh comes from `fresh_parts`."
+    prefix, parts = f"{role}.model.", dict(model=fresh.get("model"))
+    restore({role: lambda: parts.update(model={k.removeprefix(prefix): v for k, v in loaded["model"].items()})})
+    self.model.load_state_dict(parts["model"])
     opt = loaded["optimizer"]
     self.restore_optimizer(opt, opt.get(MASTERS), fresh.get("optimizer"))
     _adam_step_into_state(self.opt)

@@ -86,10 +86,14 @@ class Rollout:
     logprobs: list               # the behaviour policy's processed log-prob of each generated token
     seeds: list                  # its completion seed
     rewards: list                # its reward
+    temperature: float           # the temperature every completion was sampled at; the trainer replays at it
 
     def __post_init__(self):
         n = len(self.prompt_ids)
         for name in ("response_ids", "logprobs", "seeds", "rewards"):
             if len(getattr(self, name)) != n: raise ValueError(f"rollout: {len(getattr(self, name))} {name} for {n} prompts")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise ValueError(f"rollout: temperature must be a finite number > 0, got {t!r}")
         for i, (r, lp) in enumerate(zip(self.response_ids, self.logprobs)):
             if len(r) != len(lp): raise ValueError(f"rollout: completion {i} has {len(lp)} log-probs for {len(r)} tokens")

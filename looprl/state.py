@@ -14,10 +14,11 @@ from .atomic import atomic_dir, atomic_write_text
 
 # %% auto #0
 __all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES', 'RunError',
-           'skip_restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name',
-           'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state',
-           'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path',
-           'latest_policy', 'read_contract', 'contract_differences', 'check_contract']
+           'skipped_parts', 'left_fresh', 'restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point',
+           'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
+           'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics',
+           'policy_path', 'latest_policy', 'upgrade_contract', 'read_contract', 'contract_differences',
+           'check_contract']
 
 # %% ../nbs/09_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -34,13 +35,24 @@ def _restorable(part: str) -> bool:
     "One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer processes)."
     return part in RESTORABLE or (part.startswith("shard.") and part[6:].isdigit())
 
-def skip_restore(part: str) -> bool:
-    "Fault injection for negative tests: True when `LOOPRL_SKIP_RESTORE` names `part`, so a resume leaves it as a fresh run has it."
-    if not _restorable(part): raise ValueError(f"{part!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
+def skipped_parts() -> set[str]:
+    "The parts `LOOPRL_SKIP_RESTORE` names: fault injection for the negative tests, which must see a resume that leaves them fresh differ."
     names = {n.strip() for n in os.environ.get(SKIP_RESTORE_VAR, "").split(",") if n.strip()}
     unknown = sorted(n for n in names if not _restorable(n))
     if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
-    return part in names
+    return names
+
+def left_fresh(*parts: str) -> set[str]:
+    "Which of `parts` a resume leaves as a fresh run has them (for a learner that must copy them before loading in place)."
+    for p in parts:
+        if not _restorable(p): raise ValueError(f"{p!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
+    return skipped_parts() & set(parts)
+
+def restore(loaders: dict):
+    """The one gate through which a resume restores state: call each part's loader, in order, unless the part (or any
+    name of a tuple of names) is `left_fresh`. Every learner and the loop hand their restorable parts to it."""
+    for names, load in loaders.items():
+        if not left_fresh(*((names,) if isinstance(names, str) else names)): load()
 
 def capture_rng() -> dict:
     "Every global RNG state of this process, as tensors and plain values."
@@ -56,16 +68,13 @@ def seed_everything(seed: int):
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 def restore_rng(d: dict):
-    "Restore what `capture_rng` captured (each generator unless `skip_restore` says otherwise)."
-    if not skip_restore("rng.python"):
-        v, state, gauss = d["python"]
-        random.setstate((v, tuple(state), gauss))
-    if not skip_restore("rng.numpy"):
-        n = d["numpy"]
-        np.random.set_state((n[0], n[1].numpy().astype(np.uint32), n[2], n[3], n[4]))
-    if not skip_restore("rng.torch_cpu"): torch.set_rng_state(d["torch_cpu"])
-    if not skip_restore("rng.torch_cuda"):
-        for i, s in enumerate(d["torch_cuda"]): torch.cuda.set_rng_state(s, i)
+    "Restore what `capture_rng` captured, each generator through the `restore` gate."
+    v, state, gauss = d["python"]
+    n = d["numpy"]
+    restore({"rng.python": lambda: random.setstate((v, tuple(state), gauss)),
+             "rng.numpy": lambda: np.random.set_state((n[0], n[1].numpy().astype(np.uint32), n[2], n[3], n[4])),
+             "rng.torch_cpu": lambda: torch.set_rng_state(d["torch_cpu"]),
+             "rng.torch_cuda": lambda: [torch.cuda.set_rng_state(s, i) for i, s in enumerate(d["torch_cuda"])]})
 
 # %% ../nbs/09_state.ipynb #9a648234
 _FAULT_COUNTS: dict = {}
@@ -190,10 +199,19 @@ def latest_policy(run: Path) -> Path | None:
     return d
 
 # %% ../nbs/09_state.ipynb #c5bd3615
+def upgrade_contract(c):
+    """A stored contract as this version writes it: runs recorded before --engine existed used the native engine; before
+    the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records."""
+    if not isinstance(c, dict): return c
+    c = {"engine": "native", **c}
+    if isinstance(c.get("settings"), dict): c["settings"] = {k: v for k, v in c["settings"].items() if k != "temperature"}
+    return c
+
 def read_contract(run: Path) -> dict:
+    "The contract of run directory `run`, upgraded to this version's form."
     f = Path(run) / "run.json"
     if not f.exists(): raise RunError(f"{run}: not a looprl run directory (no run.json)")
-    try: return json.loads(f.read_text())["contract"]
+    try: return upgrade_contract(json.loads(f.read_text())["contract"])
     except json.JSONDecodeError as e: raise RunError(f"{f}: invalid JSON at line {e.lineno}") from None
     except (KeyError, TypeError): raise RunError(f"{f}: no 'contract' object") from None
 

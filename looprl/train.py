@@ -6,86 +6,30 @@ Docs: https://looprl.github.io/looprl/train.html.md"""
 
 # %% ../nbs/15_train.ipynb #278fe9f0
 from __future__ import annotations
-import json, signal, sys
+import sys
 from pathlib import Path
 from .cli import UsageError, command_parser, fail
-from .loop import RunOptions, RunFailed, RunInterrupted, options_for_resume, run
-from .megatron import BACKENDS
+from .options import RunOptions, option_flags, options_for_resume
+from .loop import RunFailed, RunInterrupted, run
 
 # %% auto #0
 __all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
 
 # %% ../nbs/15_train.ipynb #b3ddd09a
 def parser():
-    "The command line of `python -m looprl.train` (a `looprl.cli` parser: bad flags are one line, exit status 2)."
+    "The command line of `python -m looprl.train`: a flag per setting (generated from the options chapter), and --no-progress."
     ap = command_parser("train", "Reinforcement learning for looped language models.")
-    a = ap.add_argument
-    a("--algorithm", choices=["ppo", "grpo", "dppo", "flow-dppo"], help="objective (default ppo)")
-    a("--model", help="checkpoint directory (default: the embedded tiny Huginn)")
-    a("--data", help="JSONL with string 'prompt' and 'label' (default: the embedded arithmetic prompts)")
-    a("--output", help="run directory (default runs/<algorithm>)")
-    a("--updates", type=int, help=f"number of updates (default {RunOptions.updates}); with --resume, a larger number extends the run")
-    a("--recompute", action="store_true", default=None, help="checkpoint activations per physical block")
-    a("--stop-after", type=int, help="stop after K updates (checkpointed); continue later with --resume")
-    a("--resume", action="store_true", help="continue the run in --output")
-    a("--model-revision", help="expected model revision (checked against the checkpoint and every trace)")
-    a("--engine-revision", help="engine revision recorded in traces")
-    a("--precision", choices=["fp16", "fp32"], help="default: on a GPU fp16 for Huginn and fp32 for Ouro and Nanbeige; fp32 on the CPU")
-    a("--rollout-batch-size", type=int, help="prompts per update (default 16 for GRPO, 32 otherwise)")
-    a("--n-samples-per-prompt", type=int, help="completions per prompt (default 4 for GRPO, else 1)")
-    a("--max-prompt-tokens", type=int, help="longer prompts are dropped, and counted (default 128)")
-    a("--max-response-tokens", type=int, help="tokens per completion at most (default 48)")
-    a("--temperature", type=float, help="sampling temperature (default 0.8)")
-    a("--optimizer", choices=["sgd", "adamw"], help=f"default {RunOptions.optimizer}")
-    a("--lr", type=float, help=f"learning rate after warm-up (default {RunOptions.lr:g})")
-    a("--warmup-steps", type=int, help=f"linear learning-rate warm-up, in optimizer steps (default {RunOptions.warmup_steps})")
-    a("--minibatches", type=int, help=f"optimizer steps per rollout, over disjoint parts (default {RunOptions.minibatches}; Flow-DPPO: 2 halves)")
-    a("--entropy-coef", type=float, help="entropy bonus coefficient (default 0)")
-    a("--micro-batch-size", type=int, help=f"sequences per forward/backward (default {RunOptions.micro_batch_size})")
-    a("--loss-scale", type=float, help="fixed FP16 loss scale (default 128)")
-    a("--max-skipped-steps", type=int, help="stop after this many consecutive skipped (overflowing) FP16 steps (default 8)")
-    a("--seed", type=int, help="run seed (default 42)")
-    a("--reward", help="reward function as module:function or file.py:function (default looprl.rewards:math_reward)")
-    a("--eval-data", help="held-out JSONL evaluated during the run (default: the embedded held-out split with the embedded data)")
-    a("--eval-every", type=int, help="also evaluate every N updates (default 0: before the first and after the last only)")
-    a("--eval-samples", type=int, help="sampled completions per held-out question (default 4)")
-    a("--eval-limit", type=int, help="evaluate only the first N held-out questions")
-    a("--no-eval", action="store_true", default=None, help="no held-out evaluation")
-    a("--export-every", type=int, help="export the policy every N updates (default 0: after the last update only)")
-    a("--device", choices=["cpu", "cuda"], help="cuda: trainer and engine on one GPU each (placed by Ray)")
-    a("--cuda-graphs", action="store_true", default=None, help="engine decode step as CUDA graphs")
-    a("--engine", choices=["native", "vllm"], help="rollout engine: native, or vllm (the optional vLLM engine, CPU only; pip install -e '.[vllm]'); default native")
-    a("--workers", choices=["local", "ray"], help="where the workers run (default: local on the CPU, ray with --device cuda)")
-    a("--ray-address", help="Ray cluster to join (implies --workers ray); 'local' is the same as --workers local")
-    a("--train-env-vars", help="JSON object of environment variables for the trainer worker")
-    a("--transport", choices=["memory", "disk", "nccl"],
-      help="how publications reach the engine (default memory; nccl: GPU to GPU, digested on the GPUs)")
-    a("--threads", type=int, help="torch threads per worker on the CPU (default 1)")
-    a("--trainer-processes", type=int, help="trainer processes forming one process group (default 1): gloo on the CPU "
-      "(--workers local or ray), NCCL with one GPU each under Ray (--device cuda --workers ray)")
-    a("--tensor-parallel", type=int, help="1 (default): the trainer processes split each step's micro-batches (FSDP2); "
-      "equal to --trainer-processes: they split the attention heads and MLP rows (DTensor); with --backend megatron any divisor "
-      "of --trainer-processes: Megatron's tensor-parallel size, the rest data-parallel replicas")
-    a("--backend", choices=BACKENDS, help="trainer backend: torch (default); megatron: Megatron-core's models, gradient buffers "
-      "and optimizer (looprl.megatron_trainer; needs --device cuda and megatron-core)")
-    a("--distributed-optimizer", action="store_true", default=None, help="with --backend megatron and --optimizer adamw: "
-      "Megatron's distributed optimizer (masters and moments sharded over the data-parallel ranks)")
-    a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
-    a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
-    a("--no-progress", action="store_true", help="no progress bar")
+    option_flags(ap)
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap
 
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}
-    if "train_env_vars" in given:
-        try: given["train_env_vars"] = json.loads(given["train_env_vars"])
-        except json.JSONDecodeError as e: raise UsageError(f"--train-env-vars: invalid JSON: {e.msg}") from None
-        if not isinstance(given["train_env_vars"], dict): raise UsageError("--train-env-vars: must be a JSON object")
     if ns.resume:
         if not ns.output: raise UsageError("--resume needs --output")
         return options_for_resume(ns.output, given)
-    return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
+    return RunOptions.from_flat(ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
 
 # %% ../nbs/15_train.ipynb #c61b3038
 def heldout_summary(lines: list[dict]) -> str | None:

@@ -14,61 +14,62 @@ from .config import LoopedConfig
 from .models import LoopedLM, build_model, recompute
 from .hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
-from .state import skip_restore, save_trainer_state, load_trainer_state
+from .state import restore, save_trainer_state, load_trainer_state
 from .records import Rollout
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['ALGORITHMS', 'TrainSettings', 'Learner', 'state_copy', 'WarmupThenConstant', 'SequenceBatch', 'replay_latents',
-           'response_hidden', 'response_logits', 'response_logprobs', 'response_values', 'Trainer', 'rollout_parts',
-           'merge_step_metrics', 'native_start', 'build_trainer']
+__all__ = ['ALGORITHMS', 'TRAIN_CHOICES', 'TrainSettings', 'Learner', 'ScalerState', 'state_copy', 'WarmupThenConstant',
+           'SequenceBatch', 'replay_latents', 'response_hidden', 'response_logits', 'response_logprobs',
+           'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics', 'native_start', 'build_trainer']
 
 # %% ../nbs/08_trainer.ipynb #3cbe21c1
 ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
 
 @dataclass
 class TrainSettings:
-    algorithm: str = "ppo"
-    precision: str = "fp32"            # fp16: FP16 params, FP32 master + grads, loss scale; fp32: all FP32
-    optimizer: str = "sgd"             # sgd | adamw
-    lr: float = 1e-5
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    betas: tuple = (0.9, 0.999)
-    grad_clip: float = 1.0
-    loss_scale: float = 128.0
-    micro_batch_size: int = 4
-    recompute: bool = False
-    temperature: float = 0.8
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    value_clip: float = 0.2
-    gamma: float = 1.0
-    lam: float = 0.95
-    dppo_w_low: float = 0.5
-    dppo_w_high: float = 2.0
-    flow_budget: float = 0.01
-    kl_chunk_size: int = 8192
-    loss_agg: str = "seq-mean-token-mean"
-    normalize_advantages: bool = True
-    warmup_steps: int = 0              # linear LR warm-up over this many optimizer steps, then constant
-    minibatches: int | None = None     # optimizer steps per rollout over disjoint parts; None: 1 (Flow-DPPO: its 2 halves)
-    entropy_coef: float = 0.0
-    max_skipped_steps: int = 8         # consecutive skipped (overflowing) steps of one learner before the run stops
-    threads: int = 1
-    backend: str = "torch"             # torch: looprl.trainer; megatron: Megatron-core models and optimizer (looprl.megatron_trainer)
-    distributed_optimizer: bool = False   # megatron: Megatron's distributed optimizer (masters and moments sharded over data-parallel ranks)
+    "What training computes: the objective, the optimizer, the precision and the learners' limits."
+    algorithm: str = "ppo"              # objective: ppo, grpo, dppo or flow-dppo
+    precision: str | None = None        # fp16 (FP16 weights, FP32 masters and gradients, loss scale) or fp32; default: the family's on a GPU (fp16 Huginn), fp32 on the CPU
+    optimizer: str = "adamw"            # adamw or sgd
+    lr: float = 5e-5                    # learning rate after warm-up
+    momentum: float = 0.0               # SGD momentum
+    weight_decay: float = 0.0           # decoupled weight decay
+    betas: tuple = (0.9, 0.999)         # AdamW's moment decays
+    grad_clip: float = 1.0              # global gradient-norm clip
+    loss_scale: float = 128.0           # fixed FP16 loss scale
+    micro_batch_size: int = 16          # sequences per forward/backward
+    recompute: bool = False             # checkpoint activations per physical block
+    clip_low: float = 0.2               # PPO ratio clip below 1
+    clip_high: float = 0.2              # PPO ratio clip above 1
+    value_clip: float = 0.2             # critic value clip
+    gamma: float = 1.0                  # GAE discount γ
+    lam: float = 0.95                   # GAE λ
+    dppo_w_low: float = 0.5             # Decoupled PPO: behaviour correction clamped below
+    dppo_w_high: float = 2.0            # Decoupled PPO: behaviour correction clamped above
+    flow_budget: float = 0.01           # Flow-DPPO: full-vocabulary KL budget of the gate
+    kl_chunk_size: int = 8192           # rows per chunk of the full-vocabulary log-softmax
+    loss_agg: str = "seq-mean-token-mean"  # loss aggregation: seq-mean-token-mean or token-mean
+    normalize_advantages: bool = True   # normalise advantages over the rollout
+    warmup_steps: int = 10              # linear learning-rate warm-up, in optimizer steps
+    minibatches: int = 2                # optimizer steps per rollout, over disjoint parts (Flow-DPPO: its 2 halves)
+    entropy_coef: float = 0.0           # entropy bonus coefficient
+    max_skipped_steps: int = 8          # stop after this many consecutive skipped (overflowing) FP16 steps
+    threads: int = 1                    # torch threads per worker on the CPU
+    backend: str = "torch"              # trainer backend: torch, or megatron (Megatron-core's models and optimizer; CUDA)
+    distributed_optimizer: bool = False # megatron with adamw: Megatron's distributed optimizer (masters and moments sharded)
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
     @property
-    def steps_per_rollout(self): return self.minibatches or (2 if self.algorithm == "flow-dppo" else 1)
+    def steps_per_rollout(self): return self.minibatches
     @property
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
 # %% ../nbs/08_trainer.ipynb #32dd5692
-_CHOICES = dict(algorithm=ALGORITHMS, precision=("fp16", "fp32"), optimizer=("sgd", "adamw"), backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"))
-_POSITIVE = ("lr", "temperature", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
+TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"), backend=("torch", "megatron"),
+                     loss_agg=("seq-mean-token-mean", "token-mean"))
+_POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
 _COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
@@ -77,8 +78,8 @@ def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v,
 @patch
 def validate(self: TrainSettings) -> TrainSettings:
     "Refuse impossible settings with a message naming the field."
-    for k, allowed in _CHOICES.items():
-        if getattr(self, k) not in allowed: raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(allowed)}")
+    for k, allowed in TRAIN_CHOICES.items():
+        if getattr(self, k) not in allowed: raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(str(a) for a in allowed if a)}")
     for k in _POSITIVE:
         if not (_finite(getattr(self, k)) and getattr(self, k) > 0): raise ValueError(f"{k}: must be a finite number > 0, got {getattr(self, k)!r}")
     for k in _NON_NEGATIVE:
@@ -98,8 +99,8 @@ def validate(self: TrainSettings) -> TrainSettings:
     if self.distributed_optimizer and self.optimizer != "adamw":
         raise ValueError(f"distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")
     m = self.minibatches
-    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1): raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
-    if self.algorithm == "flow-dppo" and m not in (None, 2): raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1: raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
+    if self.algorithm == "flow-dppo" and m != 2: raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
     return self
 
 # %% ../nbs/08_trainer.ipynb #daf43ad0
@@ -158,6 +159,21 @@ def step(self: Learner) -> dict:
     self.zero_grad()
     return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
+# %% ../nbs/08_trainer.ipynb #a7c3e001
+@dataclass
+class ScalerState:
+    "A learner's loss scale and step counters: its `scaler` entry in a checkpoint (the three learners share it)."
+    scale: float
+    steps: int
+    skipped_steps: int
+    consecutive_skips: int
+
+    @classmethod
+    def of(cls, learner) -> "ScalerState": return cls(*(getattr(learner, f.name) for f in fields(cls)))
+    def apply(self, learner):
+        "Set the learner's scale and counters to these."
+        for f in fields(self): setattr(learner, f.name, getattr(self, f.name))
+
 # %% ../nbs/08_trainer.ipynb #1ea40002
 @patch
 def state_dict(self: Learner) -> dict:
@@ -167,23 +183,19 @@ def state_dict(self: Learner) -> dict:
     return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
                 master=None if self.master is None else [m.detach().clone() for m in self.master],
                 optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
-                scaler=dict(scale=self.scale, steps=self.steps, skipped_steps=self.skipped_steps, consecutive_skips=self.consecutive_skips))
+                scaler=asdict(ScalerState.of(self)))
 
 @patch
 @torch.no_grad()
 def load_state_dict(self: Learner, d: dict, role: str = "actor"):
-    "Continue from `d`; a part that `state.skip_restore` names (tests only) is left as a fresh start has it."
-    if not skip_restore(role):
+    "Continue from `d`, each part through the `state.restore` gate (the one place tests can leave a part fresh)."
+    def weights():
         self.model.load_state_dict(d["model"], strict=self.master is None)
-        if self.master is not None:
-            for p, v in zip(self.params, d["master"]): p.copy_(v)
-    if self.master is not None and not skip_restore("master"):
-        for m, v in zip(self.master, d["master"]): m.copy_(v)
-    if not skip_restore("optimizer"): self.opt.load_state_dict(d["optimizer"])
-    if not skip_restore("scheduler"): self.sched.load_state_dict(d["scheduler"])
-    if not skip_restore("scaler"):
-        sc = d["scaler"]
-        self.scale, self.steps, self.skipped_steps, self.consecutive_skips = sc["scale"], sc["steps"], sc["skipped_steps"], sc["consecutive_skips"]
+        for p, v in zip(self.params if self.master is not None else (), d["master"] or ()): p.copy_(v)
+    restore({role: weights, "master": lambda: [m.copy_(v) for m, v in zip(self.master or (), d["master"] or ())],
+             "optimizer": lambda: self.opt.load_state_dict(d["optimizer"]),
+             "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
+             "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
 # %% ../nbs/08_trainer.ipynb #4959ccb0
 def state_copy(x):
@@ -209,9 +221,10 @@ class SequenceBatch:
     mask: torch.Tensor         # [N, R] 1.0 for real response tokens
     lengths: torch.Tensor      # [N] prompt + response length
     seeds: list
+    temperature: float         # the temperature the rows were sampled at: logits are divided by it
 
     @classmethod
-    def from_rollout(cls, prompt_ids, response_ids, seeds, device="cpu"):
+    def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu"):
         N = len(prompt_ids)
         lens = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
         S, R = max(lens), max(max(len(r) for r in response_ids), 1)
@@ -221,14 +234,15 @@ class SequenceBatch:
             ids[i, :len(p) + len(r)] = torch.tensor(list(p) + list(r))
             pred[i] = (len(p) - 1 + torch.arange(R)).clamp(max=S - 1)
             act[i, :len(r)] = torch.tensor(list(r), dtype=torch.long); mask[i, :len(r)] = 1
-        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device), list(seeds))
+        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device), list(seeds),
+                   float(temperature))
 
     def rows(self, idx):
         "The sub-batch of rows `idx`, trimmed to its longest sequence."
         idx = list(idx)
         S = int(self.lengths[idx].max())
         return SequenceBatch(self.ids[idx, :S], self.pred_idx[idx].clamp(max=S - 1), self.actions[idx], self.mask[idx],
-                             self.lengths[idx], [self.seeds[i] for i in idx])
+                             self.lengths[idx], [self.seeds[i] for i in idx], self.temperature)
 
 # %% ../nbs/08_trainer.ipynb #701ccd79
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
@@ -325,7 +339,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
     out = torch.zeros_like(b.mask)
     for rows in self.micro_batches(list(range(len(b.seeds)))):
         sb = b.rows(rows)
-        out[rows] = response_logprobs(self.actor.model, sb, self.s.temperature, self.s.kl_chunk_size)
+        out[rows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
 @patch
@@ -333,7 +347,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
 def _full_logprobs(self: Trainer, b: SequenceBatch):
     out = []
     for rows in self.micro_batches(list(range(len(b.seeds)))):
-        out.append(response_logits(self.actor.model, b.rows(rows), self.s.temperature).log_softmax(-1).cpu())
+        out.append(response_logits(self.actor.model, b.rows(rows), b.temperature).log_softmax(-1).cpu())
     return out   # list per micro-batch of [n, R, V] (FP32, CPU)
 
 @patch
@@ -362,7 +376,7 @@ def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
     s, metrics = self.s, []
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
-        logits = response_logits(self.actor.model, sb, s.temperature)
+        logits = response_logits(self.actor.model, sb, sb.temperature)
         loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen)
         if s.entropy_coef:
             bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg)
@@ -404,7 +418,8 @@ def merge_step_metrics(steps: list[dict]) -> dict:
 def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     "Learn from one `Rollout` (its completions in group order). Returns metrics and per-token records."
     s = self.s
-    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, self.device)
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
+                               temperature=rollout.temperature, device=self.device)
     behaviour = torch.zeros_like(b.mask)
     for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
     rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)

@@ -27,8 +27,9 @@ def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
     "The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch."
     cfg, p = model.cfg, next(model.parameters())
     check_trace(completion.trace, family=cfg.family, depth=cfg.depth)
-    b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed], device=p.device)
-    return response_logprobs(model, b, completion.temperature)[0, :len(completion.tokens)]
+    b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed],
+                                   temperature=completion.temperature, device=p.device)
+    return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
 
 # %% ../nbs/04a_verify.ipynb #9af4f979
 ENGINES = ("native", "vllm")

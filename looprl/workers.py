@@ -37,10 +37,10 @@ def nested_state_digest(state) -> str:
 
 class TrainerWorker:
     "Owns the actor/critic learners on the training device."
-    def __init__(self, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
+    def __init__(self, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
         os.environ.update(env_vars or {})
         self.model_dir = model_dir
-        s = TrainSettings(**settings)
+        s = settings
         if s.backend == "megatron":       # Megatron-core is imported for this backend only
             from looprl.megatron_trainer import build_megatron_trainer as build
         else: build = build_trainer
@@ -334,12 +334,12 @@ from .state import save_rank_state, load_rank_state
 class TrainerRank(TrainerWorker):
     """One of the trainer processes of `--trainer-processes N`: a `TrainerWorker` over a `distributed.ShardedTrainer`.
     Every method is a collective (every rank runs it); rank 0's result is the group's, the others return None."""
-    def __init__(self, rank: int, world_size: int, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None,
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
                  seed: int = 0, tensor_parallel: int = 1):
         from looprl.distributed import build_sharded_trainer
         os.environ.update(env_vars or {})
         self.model_dir, self.rank, self.world, self.tp = model_dir, rank, world_size, tensor_parallel
-        self.trainer = build_sharded_trainer(model_dir, TrainSettings(**settings), device, tensor_parallel=tensor_parallel)
+        self.trainer = build_sharded_trainer(model_dir, settings, device, tensor_parallel=tensor_parallel)
         seed_everything(seed)
 
     def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str | None:
@@ -374,13 +374,13 @@ class MegatronRank(TrainerWorker):
     """One of the trainer processes of `--backend megatron --trainer-processes N`: its part of a
     `megatron_trainer.MegatronTrainer` of `tensor_parallel` × (N ÷ `tensor_parallel`) ranks. Every method is a
     collective (gathering a tensor-parallel model, saving its shards); rank 0's result is the group's."""
-    def __init__(self, rank: int, world_size: int, model_dir: str, settings: dict, device: str = "cpu", env_vars: dict | None = None,
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
                  seed: int = 0, tensor_parallel: int = 1):
         from looprl.distributed import rank_device
         from looprl.megatron_trainer import build_megatron_trainer
         os.environ.update(env_vars or {})
         self.model_dir, self.rank = model_dir, rank
-        self.trainer = build_megatron_trainer(model_dir, TrainSettings(**settings), rank_device(device), tensor_parallel=tensor_parallel)
+        self.trainer = build_megatron_trainer(model_dir, settings, rank_device(device), tensor_parallel=tensor_parallel)
         seed_everything(seed)
 
     def publish_to_disk(self, path: str, max_shard_bytes: int = 1 << 30) -> str | None:
@@ -401,10 +401,10 @@ class TrainerGroup:
     def __init__(self, processes: int, tensor_parallel: int = 1, ray_actors: bool = False, num_cpus: float = 1, num_gpus: float = 0,
                  runtime_env: dict | None = None, **trainer_kwargs):
         from looprl.distributed import RankGroup, RayRankGroup
-        threads = TrainSettings(**trainer_kwargs["settings"]).threads or 1
+        threads = trainer_kwargs["settings"].threads or 1
         kw = dict(tensor_parallel=tensor_parallel, threads=threads, backend="nccl" if trainer_kwargs.get("device") == "cuda" else "gloo")
         if ray_actors: kw.update(num_cpus=num_cpus, num_gpus=num_gpus, runtime_env=runtime_env)
-        rank = MegatronRank if TrainSettings(**trainer_kwargs["settings"]).backend == "megatron" else TrainerRank
+        rank = MegatronRank if trainer_kwargs["settings"].backend == "megatron" else TrainerRank
         self.ranks = (RayRankGroup if ray_actors else RankGroup)(rank, processes, **trainer_kwargs, **kw)
 
     def _all(self, method: str, *args): return self.ranks.call(method, *args)[0]

@@ -18,7 +18,8 @@ def rollouts(n_updates=3, n=8, seed=0):
         P = [[1] + torch.randint(3, 1000, (int(torch.randint(2, 6, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
         R = [torch.randint(3, 1000, (int(torch.randint(1, 7, (1,), generator=g)),), generator=g).tolist() for _ in range(n)]
         out.append(Rollout(prompt_ids=P, response_ids=R, logprobs=[(-3 - torch.rand(len(r), generator=g)).tolist() for r in R],
-                           seeds=[100 * u + i for i in range(n)], rewards=[float(i % 3 == 0) for i in range(n)]))
+                           seeds=[100 * u + i for i in range(n)], rewards=[float(i % 3 == 0) for i in range(n)],
+                           temperature=0.8))
     return out
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def _plan_counts(rank, world):
         m = shard_model(init_weights(build_model(tiny_config("huginn_raven")), seed=0), looped=plan)
         assert m.lm_head.weight is m.transformer.wte.weight              # the tied head stays one parameter
         from looprl.trainer import SequenceBatch, response_logprobs
-        b = SequenceBatch.from_rollout([[1, 5, 6], [1, 7]], [[8, 9, 2], [4]], seeds=[11, 12])
+        b = SequenceBatch.from_rollout([[1, 5, 6], [1, 7]], [[8, 9, 2], [4]], seeds=[11, 12], temperature=0.8)
         with count_collectives() as n:
             (response_logprobs(m, b, 0.8) * b.mask).sum().backward()
         out[plan] = (dict(n), {k: p.grad.full_tensor() for k, p in m.named_parameters() if p.grad is not None})
@@ -125,16 +126,24 @@ def test_two_processes_equal_one(huginn, alg):
             assert max(max_diff(ref1_t, st), metric_diff(ref1_m, sm)) > 1e-4, sabotage
 
 def test_micro_batches_that_do_not_split_are_refused(huginn):
-    s = TrainSettings(algorithm="grpo", micro_batch_size=3)           # 8 rows → 3 micro-batches over 2 ranks
+    s = TrainSettings(algorithm="grpo", micro_batch_size=3, minibatches=1)   # 8 rows → 3 micro-batches over 2 ranks
     with pytest.raises(RankError, match="micro_batch_size: one optimizer step makes 3 micro-batches"):
         run_ranks(_dp_rank, 2, huginn, s, rollouts(1))
 
 # ---- fp16: an overflow on one rank skips the step on every rank
 
+def _deciding_alone(step):
+    "The twin of the step: every all-reduce inside it does nothing, so each rank decides a skip from its own shards."
+    def alone(*a):
+        real, dist.all_reduce = dist.all_reduce, lambda *a, **k: None
+        try: return step(*a)
+        finally: dist.all_reduce = real
+    return alone
+
 def _fp16_rank(rank, world, ck, rolls, sync):
     tr = build_sharded_trainer(ck, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2))
-    tr.actor.sync_overflow = sync
     step, out = tr.actor.step, []
+    if not sync: step = _deciding_alone(step)
     def overflow_here(*a):                      # an inf in one gradient entry of rank 1's shard only
         if rank == 1: next(p for p in tr.actor.opt_params if p.grad is not None).grad.to_local().view(-1)[0] = math.inf
         return step(*a)
@@ -193,7 +202,7 @@ def _tp_recompute(rank, world, rollout, families, sabotage=False):
     from torch.distributed.device_mesh import init_device_mesh
     from looprl.models import TensorParallel
     from looprl.trainer import SequenceBatch, response_logprobs
-    b, out = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds), {}
+    b, out = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature), {}
     for fam in families:
         cfg = tiny_config(fam)
         t = export_tensors(init_weights(build_model(cfg), seed=0, perturb_norms=True))

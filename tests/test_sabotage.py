@@ -1,5 +1,5 @@
 """Negative tests of resume equality: a resume that skips restoring one piece of state (LOOPRL_SKIP_RESTORE, read in
-looprl.state.skip_restore) must be reported DIFFERENT by `looprl.compare`, on the field that depends on that piece.
+the gate looprl.state.restore) must be reported DIFFERENT by `looprl.compare`, on the field that depends on that piece.
 The runs learn (AdamW, a learning-rate warm-up, PPO with a critic) and their reward draws from every global generator,
 so every piece of state influences what follows."""
 import json, shutil

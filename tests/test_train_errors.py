@@ -127,20 +127,20 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
     import json, looprl.megatron as M, looprl.loop as L
     monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
     M.check_backend("megatron", "cuda")
-    opts = lambda **kw: L.RunOptions(output=str(tmp_path / "r"), backend="megatron", device="cuda", workers="ray", **kw)
-    L.check_options(opts()); L.check_options(opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=2))
+    opts = lambda **kw: L.RunOptions.from_flat(output=str(tmp_path / "r"), backend="megatron", device="cuda", workers="ray", **kw)
+    opts().validate(); opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=2).validate()
     with pytest.raises(L.UsageError, match=r"^--tensor-parallel: must divide --trainer-processes \(4\): each model's shares, the rest data-parallel replicas, got 3$"):
-        L.check_options(opts(trainer_processes=4, tensor_parallel=3))
+        opts(trainer_processes=4, tensor_parallel=3).validate()
     with pytest.raises(L.UsageError, match=r"micro-batches of --micro-batch-size 16, which do not split evenly over 2 data-parallel replicas"):
-        L.check_options(opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=16))
+        opts(trainer_processes=4, tensor_parallel=2, micro_batch_size=16).validate()
     with pytest.raises(L.UsageError, match=r"^--tensor-parallel: must be 1 or --trainer-processes \(4\)"):
-        L.check_options(L.RunOptions(output=str(tmp_path / "r"), trainer_processes=4, tensor_parallel=2))
-    with pytest.raises(L.UsageError, match=r"^--backend: unknown backend 'fsdp'; choose one of torch, megatron$"):
-        L.check_options(L.RunOptions(output=str(tmp_path / "r"), backend="fsdp"))
+        L.RunOptions.from_flat(output=str(tmp_path / "r"), trainer_processes=4, tensor_parallel=2).validate()
+    with pytest.raises(L.UsageError, match=r"^--backend: 'fsdp' is not one of torch, megatron$"):
+        L.RunOptions.from_flat(output=str(tmp_path / "r"), backend="fsdp").validate()
     run = tmp_path / "run"; run.mkdir()
     (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "algorithm": "grpo"}}))
-    assert L.options_for_resume(str(run), {}).backend == "megatron"
-    assert L.options_for_resume(str(run), {"backend": "megatron"}).backend == "megatron"
+    assert L.options_for_resume(str(run), {}).trainer.backend == "megatron"
+    assert L.options_for_resume(str(run), {"backend": "megatron"}).trainer.backend == "megatron"
     with pytest.raises(L.UsageError, match=r"^--backend: the run was trained with megatron and cannot resume with torch"):
         L.options_for_resume(str(run), {"backend": "torch"})
 
@@ -156,6 +156,6 @@ def test_distributed_optimizer_options(tmp_path):
     TrainSettings(backend="megatron", optimizer="adamw", distributed_optimizer=True).validate()
     run = tmp_path / "run"; run.mkdir()
     (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "distributed_optimizer": True}}))
-    assert L.options_for_resume(str(run), {}).distributed_optimizer is True
+    assert L.options_for_resume(str(run), {}).trainer.distributed_optimizer is True
     with pytest.raises(L.UsageError, match=r"^--distributed-optimizer: the run was trained with True and cannot resume with False"):
         L.options_for_resume(str(run), {"distributed_optimizer": False})

@@ -56,7 +56,7 @@ def max_delta(comps, model):
 def first_step_entropy(model, r: Request) -> float:
     "Entropy (nats) of the replay's first-token distribution of request `r` at its temperature."
     with torch.no_grad():
-        q = response_logits(model, SequenceBatch.from_rollout([r.prompt_ids], [[0]], [r.seed]), r.temperature)[0, 0].log_softmax(-1)
+        q = response_logits(model, SequenceBatch.from_rollout([r.prompt_ids], [[0]], [r.seed], temperature=r.temperature), r.temperature)[0, 0].log_softmax(-1)
     return -(q.exp() * q).sum().item()
 
 

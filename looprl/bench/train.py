@@ -32,7 +32,7 @@ def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: in
     return Rollout(prompt_ids=[torch.randint(3, vocab, (prompt_len,), generator=g).tolist() for _ in range(batch)],
                    response_ids=[torch.randint(3, vocab, (response_len,), generator=g).tolist() for _ in range(batch)],
                    logprobs=[[-1.0] * response_len for _ in range(batch)], seeds=list(range(batch)),
-                   rewards=[float(i % 2) for i in range(batch)])
+                   rewards=[float(i % 2) for i in range(batch)], temperature=1.0)
 
 # %% ../../nbs/14c_bench_train.ipynb #6b03465f
 def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[float], float | None]:
@@ -81,7 +81,8 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
     from looprl.trainer import Trainer, TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
     cfg = preset_config(preset)
-    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch)
+    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch,
+                      optimizer="sgd", warmup_steps=0, minibatches=1)   # one SGD step over the whole batch: the step this benchmark has always timed
     rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
     if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
     else: times, peak = _timed_updates(Trainer(_random_actor(preset, device), None, s, device), rollout, steps, device)
