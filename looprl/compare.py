@@ -15,7 +15,8 @@ from .state import RunError, contract_differences, latest_checkpoint, read_contr
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
            'megatron_part', 'read_megatron_state', 'load_run', 'show_pair', 'tensor_differences', 'differences', 'dig',
-           'lack', 'each', 'compare_field', 'setting_differences', 'compare_runs', 'format_table', 'main']
+           'lack', 'each', 'segment_ends', 'compare_field', 'setting_differences', 'compare_runs', 'format_table',
+           'main']
 
 # %% ../nbs/12_compare.ipynb #02b30a5e
 class CompareError(UsageError):
@@ -246,7 +247,7 @@ def _rollout_other(r: dict) -> dict:
 def _lines(kind: str):
     "Entries of every metrics line of `kind` ('update' or 'heldout'), every key but 'time'."
     def entries(r):
-        lines = [l for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == kind]
+        lines = [l for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == kind and not l.get("segment_end")]
         if not lines: return {f"{kind} lines of metrics.jsonl": ABSENT}
         out, seen = {}, set()
         for n, l in enumerate(lines, 1):
@@ -256,6 +257,10 @@ def _lines(kind: str):
             out.update({f"{where}, {k}": v for k, v in l.items() if k != "time"})
         return out
     return entries
+
+def segment_ends(r: dict) -> list:
+    "The updates of a run's held-out lines that ended an earlier segment of the run (kept on extension, not compared)."
+    return [l.get("update") for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == "heldout" and l.get("segment_end")]
 
 # %% ../nbs/12_compare.ipynb #346ba62c
 def _unless(test, reason: str):
@@ -342,6 +347,9 @@ def compare_runs(run_a, run_b, ignore=()) -> dict:
     ra, rb = load_run(run_a), load_run(run_b)
     settings = setting_differences(ra["contract"], rb["contract"])
     rows = [_row(f, "ignored", note="--ignore") if f in ignore else compare_field(f, ra, rb) for f in FIELDS]
+    ends = [f"{side}: update {', '.join(map(str, u))}" for side, r in (("A", ra), ("B", rb)) if (u := segment_ends(r))]
+    for row in rows:
+        if row["field"] == "heldout" and ends and not row["note"]: row["note"] = f"not compared, ends of earlier segments ({'; '.join(ends)})"
     equal = not settings and all(r["status"] in ("equal", "n/a", "ignored") for r in rows)
     report = dict(equal=equal, different_settings=settings, fields=rows)
     return {**report, "verdict": _verdict(report, run_a, run_b)}

@@ -7,7 +7,7 @@ Docs: https://looprl.github.io/looprl/eval.html.md"""
 # %% ../nbs/11a_eval.ipynb #67d0ed0f
 from __future__ import annotations
 import hashlib, json, math, sys
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, astuple
 from pathlib import Path
 import torch
 from .cli import UsageError, command_parser, refuse_bad_input
@@ -19,7 +19,7 @@ from .records import Request
 
 # %% auto #0
 __all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
-           'EvalInputError', 'policy_dir', 'evaluate_model', 'main']
+           'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model', 'main']
 
 # %% ../nbs/11a_eval.ipynb #985f1ac9
 @dataclass(frozen=True)
@@ -120,6 +120,18 @@ def policy_dir(path) -> Path:
         return d
     raise EvalInputError(f"{path}: neither a checkpoint directory (no config.json) nor a looprl run (no run.json)")
 
+# %% ../nbs/11a_eval.ipynb #evrun01c
+def run_eval_settings(path) -> dict:
+    "For a run directory, the settings of its own held-out evaluations as `evaluate_model` keywords and an `EvalSpec`; else {}."
+    f = Path(path) / "run.json"
+    if not f.is_file(): return {}
+    try: doc = json.loads(f.read_text()); o, s = doc["options"], doc["contract"]["settings"]
+    except (ValueError, KeyError, TypeError) as e: raise EvalInputError(f"{f}: not a readable run file ({type(e).__name__}: {e})") from None
+    return dict(data=o.get("eval_data") or str(HELDOUT_DATA), limit=o.get("eval_limit"), precision=s.get("precision"),
+                device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD), threads=o.get("threads"),
+                max_batch=max(o["prompts_per_update"] * o["group_size"], 64) if "prompts_per_update" in o else 64,
+                spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"], max_new_tokens=o["max_response_tokens"]))
+
 # %% ../nbs/11a_eval.ipynb #a36ed525
 def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None, device: str = "cpu",
                    reward: str = DEFAULT_REWARD, limit: int | None = None, max_batch: int = 64) -> dict:
@@ -132,7 +144,7 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     cfg, tok = load_config(d), load_tokenizer(d)
     rows = load_prompts(data)[:limit]
     ids = encode_prompts(tok, cfg, rows, data)
-    precision = precision or cfg.default_precision
+    precision = precision or (cfg.default_precision if device == "cuda" else "fp32")    # as training: FP32 on the CPU
     if precision not in ("fp16", "fp32"): raise EvalInputError(f"--precision: {precision!r} is not fp16 or fp32")
     dtype = torch.float16 if precision == "fp16" else torch.float32
     max_len = max(map(len, ids)) + spec.max_new_tokens
@@ -146,21 +158,25 @@ def main(argv=None):
     "Entry point of `python -m looprl.eval PATH`: held-out accuracies of a checkpoint or a run's newest exported policy."
     ap = command_parser("eval", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, or a run directory (its newest exported policy)")
-    ap.add_argument("--data", default=str(HELDOUT_DATA), help="JSONL of prompt/label rows (default: the embedded held-out split)")
-    ap.add_argument("--samples", type=int, default=EvalSpec.samples, help="sampled completions per question (default 4)")
-    ap.add_argument("--temperature", type=float, default=EvalSpec.temperature, help="sampling temperature (default 0.8)")
-    ap.add_argument("--seed", type=int, default=EvalSpec.seed, help="seed of the evaluation's completions (default 0)")
-    ap.add_argument("--max-new-tokens", type=int, default=EvalSpec.max_new_tokens, help="tokens per completion at most (default 8)")
-    ap.add_argument("--precision", choices=["fp16", "fp32"], help="default: the family's (fp16 Huginn, fp32 Ouro and Nanbeige)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--limit", type=int, help="evaluate only the first N questions")
-    ap.add_argument("--reward", default=DEFAULT_REWARD, help=f"reward function as module:function (default {DEFAULT_REWARD})")
+    ap.add_argument("--data", help="JSONL of prompt/label rows (default: a run's held-out data, else the embedded held-out split)")
+    ap.add_argument("--samples", type=int, help="sampled completions per question (default: the run's, else 4)")
+    ap.add_argument("--temperature", type=float, help="sampling temperature (default: the run's, else 0.8)")
+    ap.add_argument("--seed", type=int, help="seed of the evaluation's completions (default: the run's, else 0)")
+    ap.add_argument("--max-new-tokens", type=int, help="tokens per completion at most (default: the run's, else 8)")
+    ap.add_argument("--precision", choices=["fp16", "fp32"], help="default: the run's; else fp32 on the CPU, the family's on a GPU")
+    ap.add_argument("--device", choices=["cpu", "cuda"], help="default: the run's, else cpu")
+    ap.add_argument("--limit", type=int, help="evaluate only the first N questions (default: the run's --eval-limit)")
+    ap.add_argument("--reward", help=f"reward function as module:function (default: the run's, else {DEFAULT_REWARD})")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
     with refuse_bad_input("eval", errors=(ValueError,)):     # every looprl input error is a ValueError
         if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
-        spec = EvalSpec(a.samples, a.temperature, a.seed, a.max_new_tokens)
-        r = evaluate_model(a.path, a.data, spec, a.precision, a.device, a.reward, a.limit)
+        given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward, limit=a.limit).items() if v is not None}
+        kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
+        spec = kw.pop("spec", EvalSpec())
+        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens), astuple(spec))))
+        if threads := kw.pop("threads", None): torch.set_num_threads(threads)
+        r = evaluate_model(a.path, spec=spec, **kw)
     r["summary"] = summary_line(r)
     print(json.dumps(r, indent=1) if a.json else f"{r['model']}: {r['summary']}")
 

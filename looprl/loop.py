@@ -32,8 +32,8 @@ from .options import RunOptions, options_for_resume, check, NOT_STORED     # the
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare',
-           'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed',
-           'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted',
+           'completion_seed', 'open_run', 'kept_line', 'truncate_records', 'generate_requests', 'check_rollout',
+           'RunFailed', 'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted',
            'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
@@ -167,11 +167,20 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
     if stored["updates"] != o.updates: atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
     return run, loop
 
+def kept_line(l: dict, next_update: int) -> dict | None:
+    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation of a finished
+    run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
+    if l["update"] < next_update: return l
+    if l["update"] == next_update and l.get("kind") == "heldout" and l.get("final"): return {**l, "segment_end": True}
+    return None
+
 def truncate_records(run: Path, next_update: int):
-    "Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics line."
+    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics line;
+    a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
     m = run / METRICS
     if m.exists():
-        atomic_write_text(m, "".join(json.dumps(l) + "\n" for l in read_metrics(run) if l["update"] < next_update))
+        kept = [k for l in read_metrics(run) if (k := kept_line(l, next_update)) is not None]
+        atomic_write_text(m, "".join(json.dumps(l) + "\n" for l in kept))
     for f in (run / "rollouts").glob("update-*.json"):
         if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
@@ -361,7 +370,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                 version += 1
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
                 where = "during the final evaluation"
-                pl.transport.publish(version, run_dir); append_metrics(run_dir, heldout_line(p, pl, end, version))
+                pl.transport.publish(version, run_dir); append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
     except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     finally:
         if pl is not None: pl.shutdown()

@@ -15,8 +15,8 @@ from .compare import compare_runs, FIELDS
 from .state import read_metrics
 
 # %% auto #0
-__all__ = ['FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing', 'reward_figure',
-           'heldout_figure', 'parity_figure', 'timing_figure', 'run_figures', 'main']
+__all__ = ['PARITY_FLOOR', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing',
+           'reward_figure', 'heldout_figure', 'parity_figure', 'timing_figure', 'run_figures', 'main']
 
 # %% ../nbs/13_plots.ipynb #738f99fb
 def resume_matrix(pairs: dict, ax=None):
@@ -105,40 +105,55 @@ def reward_figure(runs, window: int = 10):
     return fig
 
 def heldout_figure(runs):
-    "Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run."
+    "Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run; ends of earlier segments as open markers."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    few = []
     for run in runs:
-        ev = [l for l in read_metrics(run) if l.get("kind") == "heldout"]
+        rows = [l for l in read_metrics(run) if l.get("kind") == "heldout"]
+        ev, ends = [l for l in rows if not l.get("segment_end")], [l for l in rows if l.get("segment_end")]
         if not ev: continue
+        if len(ev) <= 2: few.append(_label(run))
         x = [e["update"] for e in ev]
         line = ax.errorbar(x, [e["sampled_accuracy"] for e in ev], yerr=[e["sampled_ci"] for e in ev], marker="o", capsize=2,
                            label=f"{_label(run)} sampled T={ev[0]['temperature']:g}")[0]
         ax.errorbar(x, [e["greedy_accuracy"] for e in ev], yerr=[e["greedy_ci"] for e in ev], marker="s", ls="--", capsize=2,
                     color=line.get_color(), label=f"{_label(run)} greedy")
-    ax.set(xlabel="update", ylabel="held-out accuracy", title="held-out questions (never trained on)"); ax.legend(fontsize=7)
+        for k, m in (("sampled_accuracy", "o"), ("greedy_accuracy", "s")):
+            if ends: ax.plot([e["update"] for e in ends], [e[k] for e in ends], m, mfc="none", color=line.get_color(),
+                             label=f"{_label(run)} end of an earlier segment" if m == "o" else None)
+    title = "held-out questions (never trained on)"
+    if few: title += f"\n{', '.join(few)}: before and after only; --eval-every N adds points"
+    ax.set(xlabel="update", ylabel="held-out accuracy", title=title); ax.legend(fontsize=7)
     return fig
 
+PARITY_FLOOR = 1e-12
+
 def parity_figure(runs):
-    "Max and mean |Δ log-prob| between the engine and the trainer's replay, per update (0 drawn at 1e-12)."
+    "Max and mean |Δ log-prob| between the engine and the trainer's replay, per update; exact zeros on a labelled floor."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     for run in runs:
         u = _updates(run)
-        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], 1e-12) for l in u], label=f"{_label(run)} max")
-        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], 1e-12) for l in u], ls="--", color=line.get_color(), label=f"{_label(run)} mean")
+        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], PARITY_FLOOR) for l in u], label=f"{_label(run)} max")
+        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], PARITY_FLOOR) for l in u], ls="--", color=line.get_color(),
+                    label=f"{_label(run)} mean")
+    ax.axhline(PARITY_FLOOR, color="grey", ls=":", lw=1, label=f"exactly 0 (drawn at {PARITY_FLOOR:g})")
     ax.set(xlabel="update", ylabel="|Δ log-prob|", title="engine vs trainer log-prob parity"); ax.legend(fontsize=7)
     return fig
 
 def timing_figure(runs):
-    "Seconds per update in each phase, stacked, for the first run; the total per update for the others."
+    "Seconds per update in each phase but the held-out evaluation (its total is in the title), stacked for the first run; totals for the others."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    eval_s = 0.0
     for i, run in enumerate(runs):
         u = _updates(run)
         x = [l["update"] for l in u]
+        eval_s += sum(l["time"].get("eval_s", 0) for l in u)
         if i == 0:
-            phases = [k for k in u[0]["time"]] if u else []
+            phases = [k for k in u[0]["time"] if k != "eval_s"] if u else []
             ax.stackplot(x, *[[l["time"].get(k, 0) for l in u] for k in phases], labels=[f"{_label(run)} {k.removesuffix('_s')}" for k in phases], alpha=0.7)
-        else: ax.plot(x, [sum(l["time"].values()) for l in u], label=f"{_label(run)} total")
-    ax.set(xlabel="update", ylabel="seconds", title="time per update"); ax.legend(fontsize=6, ncol=2)
+        else: ax.plot(x, [sum(v for k, v in l["time"].items() if k != "eval_s") for l in u], label=f"{_label(run)} total")
+    ax.set(xlabel="update", ylabel="seconds", title=f"time per update, held-out evaluations left out ({eval_s:.1f} s in all)")
+    ax.legend(fontsize=6, ncol=2)
     return fig
 
 FIGURES = {"reward": reward_figure, "heldout": heldout_figure, "parity": parity_figure, "timing": timing_figure}

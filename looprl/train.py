@@ -54,7 +54,9 @@ def summary_table(s: dict, rows: int = 12) -> str:
         lines.append(f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} {u['skipped_steps']:>7} "
                      f"{t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} {t.get('publication_s', 0):>9.2f} {t.get('checkpoint_s', 0):>7.2f}")
     tot = lambda k: sum(u["time"].get(k, 0) for u in ups)
-    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · eval {tot('eval_s'):.1f} s · train {tot('train_s'):.1f} s · "
+    ran = [h for h in s.get("heldout", []) if h["update"] >= s.get("start", 0) and not h.get("segment_end")]   # this process's evaluations
+    ev = f"eval {sum(h['time']['eval_s'] for h in ran):.1f} s ({len(ran)} evaluation{'s' * (len(ran) != 1)})"
+    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · {ev} · train {tot('train_s'):.1f} s · "
                  f"publication {tot('publication_s'):.1f} s · checkpoint {tot('checkpoint_s'):.1f} s · total {s['total_s']:.1f} s")
     h = heldout_summary(s.get("heldout", []))
     if h: lines.append(h)

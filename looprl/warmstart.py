@@ -27,7 +27,7 @@ from .make_tiny import check_output
 __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD',
            'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch',
            'answer_loss', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record',
-           'build', 'main']
+           'platform_record', 'build', 'main']
 
 # %% ../nbs/03c_warmstart.ipynb #7fff0acc
 EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
@@ -144,6 +144,17 @@ def heldout_record(ck: Path, precision: str, spec: EvalSpec = EvalSpec()) -> dic
     with torch_threads(1): r = evaluate_model(ck, HELDOUT_DATA, spec, precision=precision)
     return {k: v for k, v in r.items() if k not in ("model", "data")} | dict(eval_s=round(time.perf_counter() - t0, 1))
 
+# %% ../nbs/03c_warmstart.ipynb #wsplat1c
+def platform_record(threads: int = 1) -> dict:
+    "Where a computation ran, as far as its floating-point results depend on it: CPU model, BLAS, instruction set, threads, torch."
+    cpu = platform.processor() or platform.machine()
+    try: cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name"))
+    except (OSError, StopIteration): pass
+    cfg = torch.__config__.show()
+    pick = lambda key: next((l.split(key, 1)[1].split(",")[0].strip() for l in cfg.splitlines() if key in l), None)
+    return dict(cpu=cpu, blas=pick("BLAS_INFO="), cpu_capability=pick("CPU capability usage:"), threads=threads,
+                torch=torch.__version__, python=platform.python_version(), machine=platform.machine())
+
 # %% ../nbs/03c_warmstart.ipynb #3eb9a878
 def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
           batch_size: int = BATCH_SIZE, lr: float = LR, evaluate_model: bool = True, log=None) -> dict:
@@ -164,7 +175,7 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
                    data=dict(warmstart=_data_record(WARMSTART_DATA) | dict(trained_rows=tl["rows"], dev_rows=tl["dev_rows"]),
                              heldout=_data_record(HELDOUT_DATA)),
                    model_sha256=checkpoint_sha256(ck), weights_dtype="float16",
-                   environment=dict(torch=torch.__version__, python=platform.python_version(), machine=platform.machine(), threads=1),
+                   environment=platform_record(threads=1),
                    heldout=None)
         if evaluate_model:
             precisions = ["fp32"] + (["fp16"] if tiny_config(family).default_precision == "fp16" else [])

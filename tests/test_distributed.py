@@ -141,7 +141,7 @@ def _deciding_alone(step):
     return alone
 
 def _fp16_rank(rank, world, ck, rolls, sync):
-    tr = build_sharded_trainer(ck, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2))
+    tr = build_sharded_trainer(ck, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2, minibatches=1))
     step, out = tr.actor.step, []
     if not sync: step = _deciding_alone(step)
     def overflow_here(*a):                      # an inf in one gradient entry of rank 1's shard only
@@ -160,7 +160,7 @@ def test_fp16_overflow_on_one_rank_skips_everywhere(huginn):
     (r0, t0), (r1, _) = run_ranks(_fp16_rank, 2, huginn, rolls, True)
     assert [x[:2] for x in r0] == [x[:2] for x in r1] == [(0, 1), (1, 1), (0, 2)]
     assert r0[1][2] == 0 and r0[0][2] > 0 and r0[2][2] > 0                        # skipped: the weights stay; else they move
-    one = build_trainer(huginn, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2))
+    one = build_trainer(huginn, TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw", lr=1e-3, micro_batch_size=2, minibatches=1))
     one.train(rolls[0], 2); one.train(rolls[2], 2)                               # the same two applied steps in one process
     print(f"fp16 two processes vs one: largest published difference {max_diff(export_tensors(one.actor.model), t0):.3g}")
     assert max_diff(export_tensors(one.actor.model), t0) < 2e-3                  # FP16 weights: within a few FP16 ulps

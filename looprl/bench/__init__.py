@@ -30,8 +30,8 @@ def environment() -> dict:
 
 # %% ../../nbs/14_bench.ipynb #8cabd1ff
 def write_result(name: str, result, out: str | None, argv: list[str]) -> Path:
-    "Write `result` with the command and environment to `out` (default benchmarks/results/<name>.json)."
-    path = Path(out or f"benchmarks/results/{name}.json")
+    "Write `result` with the command and environment to `out` (default runs/bench/<name>.json, ignored by git)."
+    path = Path(out or f"runs/bench/{name}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = dict(command="python -m looprl.bench " + shlex.join(argv), environment=environment(), result=result)
     path.write_text(json.dumps(doc, indent=1))
@@ -80,7 +80,7 @@ def _measure_commands(sub) -> list:
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
     ln = sub.add_parser("learning", help="held-out accuracy before and after training runs (see looprl.bench.learning)")
     ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
-    ln.add_argument("--workdir", default="/tmp/looprl-learning"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
+    ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
     k = sub.add_parser("flow-kl")
     return [l, ln, k]
 

@@ -6,8 +6,9 @@ Docs: https://looprl.github.io/looprl/learning.html.md"""
 
 # %% ../../nbs/14a_learning.ipynb #acffac44
 from __future__ import annotations
-import json, math, statistics, subprocess, sys, time
+import json, math, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
+from ..cli import UsageError
 from ..state import read_metrics
 
 # %% auto #0
@@ -75,15 +76,19 @@ def summarize(runs: list[dict], targets: dict = TARGETS, budget_s: float = TIME_
     return out
 
 # %% ../../nbs/14a_learning.ipynb #353290d4
-def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 43, 44), workdir: str = "/tmp/looprl-learning",
+def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 43, 44), workdir: str | None = None,
                    train_args: tuple = (), log=None) -> dict:
-    "Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary."
-    root = Path(workdir); root.mkdir(parents=True, exist_ok=True)
+    """Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary.
+    The runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is refused."""
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-learning-"))
+    if clash := [root / f"{a}-{s}" for a in algorithms for s in seeds if (root / f"{a}-{s}").exists()]:
+        raise UsageError(f"--workdir: {clash[0]} exists; give an empty --workdir, or none for a new one")
+    root.mkdir(parents=True, exist_ok=True)
+    if log: log(f"runs in {root}")
     runs = []
     for alg in algorithms:
         for seed in seeds:
             out = root / f"{alg}-{seed}"
-            if out.exists(): raise ValueError(f"{out}: exists; give an empty --workdir")
             runs.append(learning_run(alg, seed, out, train_args))
             r = runs[-1]
             if log: log(f"{alg} seed {seed}: sampled {r['heldout'][0]['sampled_accuracy']:.3f} → {r['heldout'][-1]['sampled_accuracy']:.3f}, "
