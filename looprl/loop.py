@@ -32,10 +32,10 @@ from .megatron import BACKENDS, check_backend
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'RunOptions', 'options_for_resume', 'check_options',
-           'check_trainer_processes', 'check_devices', 'Prepared', 'default_precision', 'prepare', 'completion_seed',
-           'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count',
-           'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions',
-           'start_workers', 'interrupted_message', 'run']
+           'check_trainer_processes', 'check_devices', 'default_workers', 'Prepared', 'default_precision', 'prepare',
+           'completion_seed', 'open_run', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed',
+           'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted',
+           'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
 
 # %% ../nbs/11_loop.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -109,7 +109,7 @@ class RunOptions:
     @property
     def prompts_per_update(self): return self.rollout_batch_size or (16 if self.algorithm == "grpo" else 32)
     @property
-    def placement(self): return "local" if self.ray_address == "local" or (self.workers or ("ray" if self.device == "cuda" or self.ray_address else "local")) == "local" else "ray"
+    def placement(self): return "local" if self.ray_address == "local" or (self.workers or default_workers(self)) == "local" else "ray"
 
 def _embedded_model():
     from looprl.warmstart import EMBEDDED_MODEL
@@ -205,6 +205,16 @@ def check_devices(o: RunOptions):
     ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)" if need == 2 else
                  f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and needs {need}")
     _check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
+    if o.workers is None and o.ray_address is None and o.placement == "local":
+        print("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process "
+              "(--workers local; --workers ray asks for Ray)", file=sys.stderr, flush=True)
+
+def default_workers(o: RunOptions) -> str:
+    """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
+    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this process."""
+    if o.ray_address: return "ray"
+    if o.device != "cuda": return "local"
+    return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
 
 # %% ../nbs/11_loop.ipynb #69710c35
 @dataclass
