@@ -12,6 +12,7 @@ from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import torch
 from . import __version__
+from .logs import RunLogs, check_log_targets
 from .cli import UsageError          # bad input: one line, exit status 2 (also importable from here)
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
@@ -94,6 +95,7 @@ class RunOptions:
     distributed_optimizer: bool = False          # megatron: Megatron's distributed optimizer (AdamW)
     keep_checkpoints: int = 2                    # complete checkpoints kept (≥ 1)
     checkpoint_every: int = 1                    # checkpoint after every N-th update (and always after the last one of a process)
+    log_to: list = field(default_factory=list)   # experiment logs written from the run's records: tensorboard (looprl.logs)
 
     @property
     def model_dir(self): return Path(self.model) if self.model else _embedded_model()
@@ -174,6 +176,7 @@ def check_options(o: RunOptions):
     _check(isinstance(o.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     _check(o.backend in BACKENDS, f"--backend: unknown backend {o.backend!r}; choose one of {', '.join(BACKENDS)}")
     _check(o.backend == "torch" or o.transport != "nccl", f"--backend {o.backend}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
+    check_log_targets(o.log_to)
     check_trainer_processes(o)
 
 def check_trainer_processes(o: RunOptions):
@@ -501,7 +504,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     p = prepare(o)
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
-    t0, where, pl = time.perf_counter(), "before the first update", None
+    t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
     try:
         with signals_as_exceptions():
             pl = start_workers(p, run_dir)
@@ -509,6 +512,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             cursor = PromptCursor(len(p.rows), o.seed)
             start, version = _restore(p, pl, run_dir, cursor, loop) if loop is not None else (0, 1)
             truncate_records(run_dir, start)
+            logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
             end = o.stop_after if o.stop_after is not None else o.updates
             summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
                            updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
@@ -519,12 +523,15 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                 summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - start if skip_restore("sampler") else u, state, bar))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
+                logs.sync()
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
                 where = "during the final evaluation"
                 pl.transport.publish(version, run_dir); append_metrics(run_dir, heldout_line(p, pl, end, version))
+                logs.sync()
     except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     finally:
         if pl is not None: pl.shutdown()
+        if logs is not None: logs.close()
     summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
                    heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0)
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run

@@ -72,6 +72,8 @@ def parser():
       "Megatron's distributed optimizer (masters and moments sharded over the data-parallel ranks)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
+    a("--log-to", action="append", choices=["tensorboard"], help="experiment logs in the run directory, from its records "
+      "(repeatable): tensorboard (pip install -e '.[tensorboard]')")
     a("--no-progress", action="store_true", help="no progress bar")
     return ap
 
