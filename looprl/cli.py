@@ -6,13 +6,13 @@ Docs: https://looprl.github.io/looprl/cli.html.md"""
 
 # %% ../nbs/00d_cli.ipynb #5005a643
 from __future__ import annotations
-import argparse, functools, sys
-from contextlib import contextmanager
+import argparse, functools, os, sys
+from contextlib import contextmanager, redirect_stdout
 from typing import Iterator, NoReturn
 
 # %% auto #0
 __all__ = ['BAD_INPUT', 'UsageError', 'one_line', 'is_looprl_error', 'error_message', 'fail', 'refuse_bad_input', 'CommandParser',
-           'command_parser']
+           'command_parser', 'stdout_to_stderr']
 
 # %% ../nbs/00d_cli.ipynb #05a67eb0
 class UsageError(ValueError):
@@ -64,3 +64,16 @@ class CommandParser(argparse.ArgumentParser):
 def command_parser(command: str, description: str | None = None, **kwargs) -> CommandParser:
     "The argument parser of `python -m looprl.<command>`."
     return CommandParser(prog=f"python -m looprl.{command}", description=description, command=command, **kwargs)
+
+# %% ../nbs/00d_cli.ipynb #c1d0a002
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    "Run the body with everything written to stdout (Python's `sys.stdout` and file descriptor 1) sent to stderr."
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with redirect_stdout(sys.stderr): yield
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        os.dup2(saved, 1); os.close(saved)

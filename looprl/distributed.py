@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/distributed.html.md"""
 
 # %% ../nbs/08b_distributed.ipynb #00475f03
 from __future__ import annotations
-import dataclasses, os, pickle, tempfile, time, traceback
+import atexit, dataclasses, os, pickle, sys, tempfile, time, traceback
 from dataclasses import asdict
 from contextlib import contextmanager
 from datetime import timedelta
@@ -20,11 +20,11 @@ from .state import restore
 from .records import Rollout
 
 # %% auto #0
-__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'check_world_size', 'run_ranks',
-           'shard_model', 'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
-           'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
-           'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay', 'RankGroup', 'RankActor',
-           'RayRankGroup']
+__all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'leave_group', 'check_world_size',
+           'run_ranks', 'shard_model', 'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer',
+           'interleave_rows', 'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors',
+           'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay',
+           'RankGroup', 'RankActor', 'RayRankGroup']
 
 # %% ../nbs/08b_distributed.ipynb #269d7e2e
 class RankError(RuntimeError):
@@ -41,6 +41,7 @@ def join_group(rank: int, world_size: int, host: str, port: int, backend: str = 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(local))
     store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timedelta(seconds=timeout))
     dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout), **kw)
+    atexit.register(leave_group)          # whatever way the process ends normally, its groups are closed first
 
 def rank_device(device) -> torch.device:
     "This rank's own device for `device`: its current GPU (the one `join_group` took) for a bare 'cuda', else `device` itself."
@@ -60,8 +61,15 @@ def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out,
         res = ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
     with open(Path(out) / f"rank{rank}.tmp", "wb") as f: pickle.dump(res, f)
     os.replace(Path(out) / f"rank{rank}.tmp", Path(out) / f"rank{rank}.pkl")
-    if dist.is_initialized(): dist.destroy_process_group()
+    leave_group()
     if res[0] != "ok": os._exit(1)
+
+# %% ../nbs/08b_distributed.ipynb #d7c1a002
+def leave_group():
+    "Close this process's groups: Megatron's model-parallel groups (when Megatron made them), then the default group. Idempotent."
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None and ps.model_parallel_is_initialized(): ps.destroy_model_parallel()
+    if dist.is_initialized(): dist.destroy_process_group()
 
 # %% ../nbs/08b_distributed.ipynb #674f4a50
 def _watch(procs, timeout):
@@ -443,7 +451,7 @@ def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn,
         except (EOFError, OSError): break                     # the driver is gone
         if msg is None or reply[0] != "ok": break
         reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
-    if dist.is_initialized(): dist.destroy_process_group()
+    leave_group()
 
 def _group_error(world: int, errors: dict, gone: dict) -> RankError:
     """The error of a stopped group: the rank that raised first (`errors`: rank → (when, traceback)), else the rank

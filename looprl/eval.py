@@ -10,7 +10,7 @@ import hashlib, json, math, sys
 from dataclasses import dataclass, asdict, astuple
 from pathlib import Path
 import torch
-from .cli import UsageError, command_parser, refuse_bad_input
+from .cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
 from .config import load_config, ConfigError
 from .hf import CheckpointError
 from .data import (HELDOUT_DATA, DataError, load_prompts, load_tokenizer, encode_text, decode_text)
@@ -169,7 +169,7 @@ def main(argv=None):
     ap.add_argument("--reward", help=f"reward function as module:function (default: the run's, else {DEFAULT_REWARD})")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
-    with refuse_bad_input("eval", errors=(ValueError,)):     # every looprl input error is a ValueError
+    with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():   # input errors are ValueErrors; stdout: the result alone
         if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
         given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward, limit=a.limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}

@@ -12,6 +12,7 @@ from dataclasses import dataclass, asdict, replace
 from pathlib import Path
 import torch
 from . import __version__
+from .logs import RunLogs
 from .cli import UsageError          # bad input: one line, exit status 2 (also importable from here)
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
@@ -56,6 +57,9 @@ def check_devices(o: RunOptions):
     ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)" if need == 2 else
                  f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and needs {need}")
     check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
+    if o.workers is None and o.ray_address is None and o.placement == "local":
+        print("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process "
+              "(--workers local; --workers ray asks for Ray)", file=sys.stderr, flush=True)
 
 # %% ../nbs/11_loop.ipynb #69710c35
 @dataclass
@@ -349,7 +353,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     p = prepare(o)
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
-    t0, where, pl = time.perf_counter(), "before the first update", None
+    t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
     try:
         with signals_as_exceptions():
             pl = start_workers(p, run_dir)
@@ -358,6 +362,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
             start, version = at["update"], at["version"]
             truncate_records(run_dir, start)
+            logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
             end = o.stop_after if o.stop_after is not None else o.updates
             summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
                            updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
@@ -368,12 +373,15 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                 summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
+                logs.sync()
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
                 where = "during the final evaluation"
                 pl.transport.publish(version, run_dir); append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
+                logs.sync()
     except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     finally:
         if pl is not None: pl.shutdown()
+        if logs is not None: logs.close()
     summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
                    heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0)
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run

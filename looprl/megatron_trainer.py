@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/megatron_trainer.html.md"""
 
 # %% ../nbs/08e_megatron_trainer.ipynb #500aaac4
 from __future__ import annotations
-import dataclasses
+import atexit, dataclasses
 from dataclasses import asdict
 from pathlib import Path
 import torch
@@ -14,7 +14,7 @@ from fastcore.basics import patch
 from .config import LoopedConfig
 from .hf import load_into, state_digest
 from .models import build_model
-from .distributed import rank_share
+from .distributed import leave_group, rank_share
 from .state import MEGATRON_STATE, restore, left_fresh, save_trainer_state, load_trainer_state
 from .trainer import Trainer, TrainSettings, ScalerState, WarmupThenConstant, native_start, state_copy
 
@@ -125,6 +125,7 @@ class MegatronTrainer(Trainer):
         if s.use_critic and critic is None: raise ValueError(f"{s.algorithm} needs a critic")
         self.s, self.device, self.cfg, self.tp = s, torch.device(device), actor.cfg, tensor_parallel
         init_megatron_parallel(tensor_parallel, seed=seed, device=self.device.type)
+        atexit.register(leave_group)       # the groups it made (one process: its own) are closed as the process ends
         def learner(native):
             m = build_megatron_model(native.cfg, native.role, dtype=s.dtype, device=self.device, state_dict=native.state_dict())
             m.recompute = s.recompute

@@ -16,12 +16,15 @@ from .trainer import TrainSettings, TRAIN_CHOICES
 from .rewards import DEFAULT_REWARD
 from .data import EMBEDDED_DATA, HELDOUT_DATA
 from .registry import default_family
+from .logs import LOG_TARGETS, check_log_targets
+import torch
 from .verify import ENGINES
 from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
 
 # %% auto #0
-__all__ = ['NESTED', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'setting_fields', 'check', 'check_count',
-           'as_flag_error', 'json_object', 'setting_help', 'option_flags', 'stored_options', 'options_for_resume']
+__all__ = ['NESTED', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers', 'setting_fields',
+           'check', 'check_count', 'as_flag_error', 'json_object', 'setting_help', 'option_flags', 'stored_options',
+           'options_for_resume']
 
 # %% ../nbs/10a_options.ipynb #f17e37c6
 @dataclass
@@ -64,6 +67,7 @@ class RunOptions:
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
+    log_to: list = field(default_factory=list)  # experiment logs written from the run's records: tensorboard (pip install -e ".[tensorboard]")
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
 
@@ -83,9 +87,16 @@ def prompts_per_update(self: RunOptions) -> int:
 
 @patch(as_prop=True)
 def placement(self: RunOptions) -> str:
-    "local or ray: --workers, else --ray-address (unless 'local'), else ray with --device cuda."
+    "local or ray: --workers, else --ray-address (unless 'local'), else `default_workers`."
     if self.ray_address == "local": return "local"
-    return self.workers or ("ray" if self.device == "cuda" or self.ray_address else "local")
+    return self.workers or default_workers(self)
+
+def default_workers(o: RunOptions) -> str:
+    """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
+    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this process."""
+    if o.ray_address: return "ray"
+    if o.device != "cuda": return "local"
+    return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
 
 @patch(as_prop=True)
 def model_dir(self: RunOptions) -> Path:
@@ -174,6 +185,7 @@ def validate(self: RunOptions) -> RunOptions:
         check(1 <= self.stop_after < self.updates, f"--stop-after: must be ≥ 1 and < --updates ({self.updates}), got {self.stop_after}")
     check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+    check_log_targets(self.log_to)
     self.check_rollout_size(); self.check_placement(); self.check_trainer_processes()
     return self
 
@@ -228,7 +240,7 @@ def check_trainer_processes(self: RunOptions):
 
 # %% ../nbs/10a_options.ipynb #9987027a
 SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray")}
+                   "engine": ENGINES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
 
 def json_object(text: str) -> dict:
     "A command-line JSON object (for --train-env-vars)."
@@ -241,7 +253,7 @@ def setting_help(owner, f) -> str:
     "A setting's help: the comment beside its field, with its default."
     text = docments(NESTED[owner] if owner else RunOptions)[f.name] or f.name.replace("_", " ")
     default = f.default_factory() if callable(f.default_factory) else f.default
-    if default is None or default is False or default == {} or "default" in text: return text
+    if default is None or default is False or default in ({}, []) or "default" in text: return text
     return f"{text} (default {default})"
 
 # %% ../nbs/10a_options.ipynb #43e78498
@@ -259,6 +271,7 @@ def option_flags(parser) -> None:
             continue
         if name in SETTING_CHOICES: kw["choices"] = SETTING_CHOICES[name]
         if name == "train_env_vars": kw["type"] = json_object
+        elif f.default_factory is list: kw["action"] = "append"
         elif isinstance(default, tuple): kw.update(nargs=len(default), type=type(default[0]))
         elif isinstance(default, (int, float)): kw["type"] = type(default)
         elif "int" in str(f.type): kw["type"] = int

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util, json, sys
 from pathlib import Path
 import torch
-from .cli import UsageError, command_parser, refuse_bad_input
+from .cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
 from .config import load_config, ConfigError
 from .models import LoopedLM, param_count
 from .hf import load_checkpoint, CheckpointError
@@ -90,7 +90,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
 
 # %% ../nbs/04a_verify.ipynb #b6989553
 def main(argv=None):
-    "Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON."
+    "Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON (stdout holds it alone)."
     ap = command_parser("verify", main.__doc__)
     a = ap.add_argument
     a("model_dir", help="checkpoint directory (config.json + safetensors)")
@@ -102,7 +102,7 @@ def main(argv=None):
     a("--engine", default="native", help="native or vllm (the optional vLLM engine, CPU only; default: native)")
     a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
     ns = ap.parse_args(argv)
-    with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)):
+    with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), stdout_to_stderr():
         report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature, ns.engine)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)

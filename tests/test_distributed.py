@@ -1,6 +1,7 @@
 "Several trainer processes (gloo, CPU): FSDP2 data parallelism, the FP16 overflow rule, DTensor TP=2, publication digests."
 import dataclasses, math, sys
 import pytest, torch, torch.distributed as dist
+from conftest import ROOT
 from looprl.config import load_config, tiny_config
 from looprl.distributed import (RankError, run_ranks, shard_model, count_collectives, build_sharded_trainer, full_tensors,
                                 tensor_parallel, tensor_parallel_replay, single_replay, LOOPED_PLANS)
@@ -251,3 +252,39 @@ def test_publication_digest(huginn):
     assert (fsdp, fsdp16, tp) == (ref[0], ref[1], ref[0]) and rest == (None, None, None)
     (bad, _, _), _ = run_ranks(_publish, 2, huginn, True)       # one element of rank 1's shard changed
     assert bad != ref[0]
+
+
+GROUP_AT_EXIT = r'''
+import atexit, sys
+import torch.distributed as dist
+atexit.register(lambda: print("group open at exit:", dist.is_initialized(), file=sys.stderr))   # first registered: runs last
+from looprl.distributed import join_group, leave_group, run_ranks
+
+def rank_hook(rank, world):
+    atexit.register(lambda: print(f"rank {rank} group open at exit:", dist.is_initialized(), file=sys.stderr, flush=True))
+    return rank
+
+if __name__ == "__main__":
+    if sys.argv[1] == "ranks":
+        assert run_ranks(rank_hook, 2) == [0, 1]
+    else:
+        store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False)
+        join_group(0, 1, "127.0.0.1", store.port)
+        if sys.argv[1] == "twin": atexit.unregister(leave_group)          # the twin: nothing closes the group
+'''
+
+@pytest.mark.parametrize("case", ["one", "twin", "ranks"])
+def test_process_groups_closed_at_exit(tmp_path, case):
+    """A process that joined a group closes it before it ends (PyTorch otherwise warns that destroy_process_group() was
+    not called; NCCL prints it at exit); so does each rank of a 2-process CPU (gloo) run. The twin, with the exit hook
+    removed, ends with its group open."""
+    import os, subprocess
+    script = tmp_path / "group_at_exit.py"
+    script.write_text(GROUP_AT_EXIT)
+    r = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stderr.splitlines()
+    assert f"group open at exit: {case == 'twin'}" in lines, r.stderr[-3000:]
+    if case == "ranks": assert {"rank 0 group open at exit: False", "rank 1 group open at exit: False"} <= set(lines), r.stderr[-3000:]
+    assert "destroy_process_group() was not called" not in r.stderr

@@ -92,10 +92,30 @@ def test_bad_settings(tmp_path, args, needle):
 def test_cuda_without_gpus_fails_at_once(tmp_path):
     "Ray with --device cuda on a host with fewer GPUs than workers is refused before Ray starts (it never waits for GPUs)."
     import time, torch
-    if torch.cuda.device_count() >= 2: pytest.skip("this host has two GPUs")
+    if torch.cuda.device_count() >= 1: pytest.skip("this host has a GPU (one GPU: the workers share it in-process)")
     t0 = time.perf_counter()
     assert "--device cuda: this host has" in bad(tmp_path / "new", "--device", "cuda")
     assert time.perf_counter() - t0 < 60
+
+def test_one_gpu_places_workers_in_process(monkeypatch, capsys):
+    """--device cuda on a one-GPU host: the trainer and the engine share it in this process, said in one line; --workers ray
+    still asks for Ray (and is refused: it needs two GPUs); two GPUs keep Ray as the default, with no note."""
+    import torch
+    from looprl.loop import RunOptions, UsageError, check_devices
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    one = RunOptions("x", device="cuda")
+    check_devices(one)
+    err = capsys.readouterr().err
+    assert one.placement == "local" and err.count("\n") == 1
+    assert err.startswith("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process")
+    with pytest.raises(UsageError, match="this host has 1 GPU; Ray places the trainer and the engine on one GPU each"):
+        check_devices(RunOptions("x", device="cuda", workers="ray"))
+    check_devices(RunOptions("x", device="cuda", workers="local"))                  # asked for: no note
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    two = RunOptions("x", device="cuda")
+    check_devices(two)
+    assert two.placement == "ray" and capsys.readouterr().err == ""
 
 def test_overlong_prompts_are_dropped_and_counted(tmp_path, shipped):
     data = tmp_path / "mixed.jsonl"

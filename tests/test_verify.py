@@ -88,3 +88,28 @@ def test_exit_status_above_the_bound(ckpts, monkeypatch, capsys):
         V.main([str(ckpts["huginn_raven"]), "--samples", "3", "--max-new-tokens", "10"])
     assert ei.value.code == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
+def test_stdout_holds_the_json_alone(ckpts, monkeypatch, capfd):
+    """An engine that logs to stdout, from Python and from C (file descriptor 1), as vLLM does: `looprl.verify`'s stdout
+    is still its JSON alone and the log lines are on stderr. Its twin, without `stdout_to_stderr`, does not parse."""
+    import contextlib, os
+    import looprl.verify as V
+    from looprl.engine import Engine
+
+    class LoggingEngine(Engine):
+        def generate(self, requests):
+            print("INFO engine: generating"); os.write(1, b"INFO engine (C): kernels ready\n")
+            return super().generate(requests)
+
+    monkeypatch.setattr(V, "engine_class", lambda engine, device="cpu": LoggingEngine)
+    argv = [str(ckpts["ouro"]), "--samples", "2", "--max-new-tokens", "4"]
+    with pytest.raises(SystemExit) as ex: V.main(argv)
+    out, err = capfd.readouterr()
+    assert ex.value.code == 0 and json.loads(out)["ok"]
+    assert "INFO engine: generating" in err and "INFO engine (C): kernels ready" in err
+    monkeypatch.setattr(V, "stdout_to_stderr", contextlib.nullcontext)      # the twin: the guard left out
+    with pytest.raises(SystemExit): V.main(argv)
+    out, err = capfd.readouterr()
+    assert out.startswith("INFO engine") and "INFO engine" not in err
+    with pytest.raises(json.JSONDecodeError): json.loads(out)
