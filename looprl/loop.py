@@ -80,7 +80,7 @@ class RunOptions:
     engine_revision: str | None = None
     transport: str = "memory"                    # memory | disk | nccl
     device: str = "cpu"                          # cpu | cuda
-    cuda_graphs: bool = False
+    cuda_graphs: bool | None = None              # None: the decode step as CUDA graphs with --device cuda; False: eager
     engine: str = "native"                       # native | vllm (looprl.vllm_engine: the optional vLLM engine, CPU only)
     workers: str | None = None                   # local | ray; default: local on the CPU, ray with --device cuda
     ray_address: str | None = None               # a Ray cluster to join (implies workers=ray); "local": workers=local
