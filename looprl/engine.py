@@ -273,6 +273,13 @@ class DecodeGraph:
         self.graph.replay()
         return self.out[0][:n].clone(), self.out[1][:n].clone()
 
+def _after_failed_capture(device: torch.device):
+    """A capture that ends in an error skips the epilogue of the device's default generator, which then refuses every
+    later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and offset."""
+    if device.type != "cuda": return
+    gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    gen.graphsafe_set_state(gen.clone_state())
+
 @patch
 def _capture(self: Engine, bucket: int) -> DecodeGraph: return DecodeGraph(self.model, self.cache, bucket)
 
@@ -286,6 +293,7 @@ def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
     if bucket not in self._graphs:
         try: self._graphs[bucket] = self._capture(bucket)
         except RuntimeError as e:            # torch's capture errors (and out-of-memory) are RuntimeErrors
+            _after_failed_capture(self.device)
             self._uncapturable.add(bucket); self.stats["capture_failures"] += 1
             self.capture_errors[bucket] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
             warnings.warn(f"decode step for batch size {bucket} could not be captured as a CUDA graph; it runs eagerly "
