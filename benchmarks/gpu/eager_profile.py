@@ -1,7 +1,8 @@
 """Where the host time of one eager decode step goes, at Huginn-0125 shapes (FP16, 256-token context, random weights).
 usage: PYTHONPATH=. python3 benchmarks/gpu/eager_profile.py OUT.json
 For the fused (looprl.kernels) and the plain decode path, B = 1 and 64: the step's median wall time, the GPU time of the
-same step replayed as a CUDA graph, and a cProfile of one step (the functions with the most own time). Then the host cost
+same step replayed as a CUDA graph, and a cProfile of one step (the functions with the most own time); the fused step
+again with kernels.DIRECT_LAUNCH on. Then the host cost
 of one launch of each kind the fused step makes (a Triton kernel through its JIT launcher, the same compiled kernel
 launched directly, a cuBLAS product, an allocation), each the mean of many launches with the GPU kept busy."""
 import cProfile, io, json, pstats, statistics, sys, time
@@ -80,9 +81,13 @@ def main(path):
     eng = Engine(cfg, "cuda", torch.float16, max_batch=64, max_len=256, cuda_graphs=False, graph_buckets=(1, 64))
     init_weights(eng.model, 0)
     res = dict(command="PYTHONPATH=. python3 benchmarks/gpu/eager_profile.py " + path, environment=environment(),
-               steps=[profile_step(eng, B, f) for f in (True, False) for B in (1, 64)], launch=launch_costs())
+               steps=[profile_step(eng, B, f) for f in (True, False) for B in (1, 64)])
+    K.DIRECT_LAUNCH = True                       # the fused step again, its Triton kernels launched directly once compiled
+    res["direct_launch_steps"] = [profile_step(eng, B, True) for B in (1, 64)]
+    K.DIRECT_LAUNCH = False
+    res["launch"] = launch_costs()
     open(path, "w").write(json.dumps(res, indent=1))
-    for s in res["steps"]:
+    for s in res["steps"] + res["direct_launch_steps"]:
         print(f"B={s['B']:3d} fused={s['fused']!s:5} eager {s['eager_ms']:.1f} ms graph {s['graph_ms']:.1f} ms "
               f"calls {s['function_calls']}; top: " + "; ".join(f"{r['function']} {r['own_ms']:.1f}" for r in s["top_own_time"][:6]))
     print(json.dumps(res["launch"]))
