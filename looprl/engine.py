@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/engine.html.md"""
 
 # %% ../nbs/04_engine.ipynb #d0bd922e
 from __future__ import annotations
-import os, json
+import os, json, warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 import torch
@@ -22,9 +22,13 @@ from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 
 # %% auto #0
-__all__ = ['Engine', 'DecodeGraph']
+__all__ = ['graphs_by_default', 'Engine', 'DecodeGraph']
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
+def graphs_by_default(cuda_graphs: bool | None, device) -> bool:
+    "The decode step runs as CUDA graphs: as asked, or (None) whenever the engine is on a CUDA device."
+    return torch.device(device).type == "cuda" if cuda_graphs is None else bool(cuda_graphs)
+
 def _memory_available(device: torch.device) -> int:
     "Free memory of a CUDA device, or the machine's physical memory for the CPU."
     if device.type == "cuda": return torch.cuda.mem_get_info(device)[0]
@@ -33,7 +37,7 @@ def _memory_available(device: torch.device) -> int:
 class Engine:
     "The rollout engine: a looprl provider, a KV cache, a sampler and the publication transaction."
     def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64, max_len: int | None = None,
-                 cuda_graphs: bool = False, model_revision: str | None = None, engine_revision: str | None = None,
+                 cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None,
                  graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64)):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
         if cuda_graphs and self.device.type != "cuda": raise ValueError(f"cuda_graphs=True needs a CUDA device, got {self.device}")
@@ -50,9 +54,11 @@ class Engine:
         self.model_revision = model_revision if model_revision is not None else cfg.revision
         self.engine_revision = engine_revision if engine_revision is not None else f"looprl-engine-{looprl.__version__}"
         self.environment = environment_fingerprint(dtype)
-        self.cuda_graphs, self.graph_buckets = cuda_graphs, tuple(sorted(b for b in graph_buckets if b <= max_batch))
-        self.stats = dict(prefills=0, eager_steps=0, captures=0, replays=0, fallbacks=0, completions=0, tokens=0)
-        self._graphs, self._pub, self._version, self._digest, self._torn = {}, None, None, None, False
+        self.cuda_graphs = graphs_by_default(cuda_graphs, self.device)
+        self.graph_buckets = tuple(sorted(b for b in graph_buckets if b <= max_batch))
+        self.stats = dict(prefills=0, eager_steps=0, captures=0, replays=0, fallbacks=0, capture_failures=0, completions=0, tokens=0)
+        self._graphs, self._uncapturable, self.capture_errors = {}, set(), {}
+        self._pub, self._version, self._digest, self._torn = None, None, None, False
 
     @classmethod
     def from_checkpoint(cls, path, version: int = 1, **kwargs) -> "Engine":
@@ -169,17 +175,19 @@ def decode_step(self: Engine, tok, pos, lat, seeds, temps):
     return _decode(self.model, tok, pos, lat, seeds, temps, _cache_rows(self.cache, tok.shape[0]))
 
 @patch
+def step_fn(self: Engine, B: int):
+    "The decode step this engine runs for `B` rows: the captured graph serving `B`, else (no graphs, none serves, capture failed) `decode_step`."
+    g = self.decode_graph(B) if self.cuda_graphs else None
+    return self.decode_step if g is None else g
+
+@patch
 def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
     "The decode step for a batch, through a captured graph when one serves this batch size."
-    B = tok.shape[0]
     lat = self._latents(seeds, pos)
     pos_d = torch.tensor(pos, dtype=torch.int64, device=self.device)
-    g = self.decode_graph(B) if self.cuda_graphs else None
-    if g is not None:
-        self.stats["replays"] += 1
-        return g(tok, pos_d, lat, seeds_d, temps_d)
-    self.stats["fallbacks" if self.cuda_graphs else "eager_steps"] += 1
-    return self.decode_step(tok, pos_d, lat, seeds_d, temps_d)
+    step = self.step_fn(tok.shape[0])
+    self.stats["replays" if step != self.decode_step else "fallbacks" if self.cuda_graphs else "eager_steps"] += 1
+    return step(tok, pos_d, lat, seeds_d, temps_d)
 
 # %% ../nbs/04_engine.ipynb #e1a20006
 @patch
@@ -265,13 +273,31 @@ class DecodeGraph:
         self.graph.replay()
         return self.out[0][:n].clone(), self.out[1][:n].clone()
 
+def _after_failed_capture(device: torch.device):
+    """A capture that ends in an error skips the epilogue of the device's default generator, which then refuses every
+    later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and offset."""
+    if device.type != "cuda": return
+    gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    gen.graphsafe_set_state(gen.clone_state())
+
+@patch
+def _capture(self: Engine, bucket: int) -> DecodeGraph: return DecodeGraph(self.model, self.cache, bucket)
+
 @patch
 @torch.no_grad()
 def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
-    "The captured decode step serving batch size `B` (captured on first use), or None when no bucket is large enough."
+    """The captured decode step serving batch size `B` (captured on first use), or None when no bucket is large enough
+    or its capture failed: that bucket then runs eagerly, its failure counted once in `stats["capture_failures"]`."""
     bucket = next((b for b in self.graph_buckets if b >= B), None)
-    if bucket is None: return None
+    if bucket is None or bucket in self._uncapturable: return None
     if bucket not in self._graphs:
-        self._graphs[bucket] = DecodeGraph(self.model, self.cache, bucket)
+        try: self._graphs[bucket] = self._capture(bucket)
+        except RuntimeError as e:            # torch's capture errors (and out-of-memory) are RuntimeErrors
+            _after_failed_capture(self.device)
+            self._uncapturable.add(bucket); self.stats["capture_failures"] += 1
+            self.capture_errors[bucket] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+            warnings.warn(f"decode step for batch size {bucket} could not be captured as a CUDA graph; it runs eagerly "
+                          f"({self.capture_errors[bucket]})")
+            return None
         self.stats["captures"] += 1
     return self._graphs[bucket]

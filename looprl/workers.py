@@ -81,7 +81,7 @@ class TrainerWorker:
 class EngineWorker:
     "Owns the rollout engine (`engine`: native or vllm, see `looprl.verify.engine_class`) on its dedicated device."
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
-                 cuda_graphs: bool = False, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1,
+                 cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1,
                  engine: str = "native"):
         from looprl.verify import engine_class
         if threads: torch.set_num_threads(threads)

@@ -170,6 +170,17 @@ def test_engine_arguments():
     assert tuple(e.cache.k.shape) == (e.cfg.kv_planes, 3, 2, 20, 64)
 
 
+def test_cuda_graphs_by_default_and_the_opt_out():
+    "`--device cuda` alone decodes through CUDA graphs; --no-cuda-graphs (or cuda_graphs=False) decodes eagerly."
+    from looprl.engine import graphs_by_default
+    from looprl.train import parser, options_from_args
+    opts = lambda *flags: options_from_args(parser().parse_args(["--device", "cuda", *flags]))
+    assert opts().cuda_graphs is None and graphs_by_default(opts().cuda_graphs, "cuda") is True
+    assert opts("--no-cuda-graphs").cuda_graphs is False and graphs_by_default(False, "cuda") is False
+    assert opts("--cuda-graphs").cuda_graphs is True
+    assert graphs_by_default(None, "cpu") is False and Engine(tiny_config("ouro"), max_batch=1, max_len=8).cuda_graphs is False
+
+
 # --- publication -------------------------------------------------------------------------------
 
 def other_weights(family, seed=9):

@@ -1,6 +1,6 @@
 """The engine on a CUDA device: CUDA-graph decoding gives the same tokens and log-probs as eager decoding
 (tiny models of every family, and Huginn-0125 shapes with random weights when memory allows), graphs keep
-serving after a new publication, fallbacks are counted, and the verify CLI holds its CUDA bound.
+serving after a new publication, graphs are the default on a GPU, fallbacks (and failed captures) are counted, and the verify CLI holds its CUDA bound.
 Skipped without CUDA."""
 import json
 import pytest
@@ -64,6 +64,27 @@ def test_graphs_serve_new_publications_and_count_fallbacks(ckpts):
     before = eng.stats["fallbacks"]
     eng.generate(reqs4)                                      # no bucket ≥ 4: eager decode, counted
     assert eng.stats["fallbacks"] > before
+
+
+def test_graphs_by_default_and_a_failed_capture_decodes_eagerly(ckpts):
+    "No cuda_graphs argument on a GPU: graphs. A bucket whose capture fails (a host sync inside it) decodes eagerly, counted."
+    reqs = requests(4, seed=5)
+    eng = Engine.from_checkpoint(ckpts["huginn_raven"], device="cuda", max_batch=4, max_len=48)
+    ref = eng.generate(reqs)
+    assert eng.cuda_graphs and eng.stats["captures"] == 1 and eng.stats["replays"] > 0 and eng.stats["fallbacks"] == 0
+    bad = Engine.from_checkpoint(ckpts["huginn_raven"], device="cuda", max_batch=4, max_len=48)
+    logits = bad.model.logits
+    def syncing_logits(h):                                   # a device sync: allowed eagerly, refused while capturing
+        torch.cuda.synchronize()
+        return logits(h)
+    bad.model.logits = syncing_logits
+    with pytest.warns(UserWarning, match="could not be captured"):
+        out = bad.generate(reqs)
+    assert [c.tokens for c in out] == [c.tokens for c in ref]
+    assert max(abs(a - b) for x, y in zip(out, ref) for a, b in zip(x.logprobs, y.logprobs)) <= 1e-5
+    assert bad.stats["capture_failures"] == 1 and bad.stats["replays"] == 0 and bad.stats["fallbacks"] > 0
+    assert bad.generate(reqs)[0].tokens == ref[0].tokens and bad.stats["capture_failures"] == 1
+    torch.randn(4, device="cuda"); torch.nn.init.normal_(torch.empty(8, device="cuda"))   # the CUDA generator draws again
 
 
 def test_graph_equals_eager_huginn_0125_shapes():

@@ -89,6 +89,29 @@ def test_kernels_cuda():
     _checks("cuda")
 
 
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_direct_launch_same_bits_cuda(monkeypatch):
+    "Kernels launched directly once compiled (kernels.launch) give the bits of the JIT launcher's launches, FP32 and FP16."
+    from looprl import kernels as K
+    from looprl.config import tiny_config
+    from looprl.models import build_model, init_weights, decode_logits
+    from looprl.latents import sequence_latents
+    for dt in (torch.float32, torch.float16):
+        cfg = tiny_config("huginn_raven")
+        m = init_weights(build_model(cfg, device="cuda", dtype=dt), seed=5, perturb_norms=True).eval()
+        ids = torch.randint(0, cfg.vocab_size, (3, 8), generator=torch.Generator().manual_seed(1)).cuda()
+        lat = torch.stack([sequence_latents(cfg.hidden_size, s, 8) for s in (1, 2, 3)]).to("cuda", dt)
+        out = {}
+        with torch.no_grad():
+            for direct in (False, True):
+                monkeypatch.setattr(K, "DIRECT_LAUNCH", direct); K._COMPILED.clear()
+                out[direct] = decode_logits(m, ids, lat, prefill=3)
+                assert (len(K._COMPILED) > 0) == direct          # with it on, later launches of each key went direct
+            m.fused_decode = False; plain = decode_logits(m, ids, lat, prefill=3)
+        assert torch.equal(out[True], out[False]) and not torch.equal(out[True], torch.zeros_like(plain))
+        assert (out[True] - plain).abs().max().item() < (2e-5 if dt == torch.float32 else 0.05)
+
+
 @pytest.mark.skipif(CUDA, reason="the CUDA test runs the kernels themselves")
 def test_kernels_interpreter():
     pytest.importorskip("triton")

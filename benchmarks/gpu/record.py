@@ -7,6 +7,8 @@ usage: python3 benchmarks/gpu/record.py stamp FILE                   add `script
                                                                      status, seconds and last lines to FILE's `steps`
        python3 benchmarks/gpu/record.py run FILE RUN_DIR COMMANDS    a training run (the last of COMMANDS): its metrics and
                                                                      summary, with the commands
+       python3 benchmarks/gpu/record.py beside FILE PROBE                 the probe's rows (huginn_decode_probe.py's JSON) beside
+                                                                     the decode rows of FILE, with the ratios per B
        python3 benchmarks/gpu/record.py resume FILE CASE A B COMPARE COMMANDS   resume equality of runs A and B (looprl.compare
                                                                      --json output in COMPARE); prints a summary line
 COMMANDS is a file of the command lines that made the runs, one a line."""
@@ -73,8 +75,24 @@ def record_resume(path, case, a, b, compare, commands):
 def stamp(path):
     p = Path(path); p.write_text(json.dumps(stamped(json.loads(p.read_text())), indent=1))
 
+def beside(path, probe):
+    "Put the probe's rows (same run, same machine) into FILE as `probe`, and on each decode row the probe's times and ratios."
+    p = Path(path); doc, rows = json.loads(p.read_text()), json.loads(Path(probe).read_text())
+    by_b = {r["B"]: r for r in rows}
+    for r in doc["result"]:
+        q = by_b.get(r["B"])
+        if q is None: continue
+        r.update(probe_graph_ms=q["graph_ms"], probe_eager_ms=q["eager_ms"], probe_graph_over_bound=q["graph_over_bound"],
+                 default_over_probe_graph=r["default_ms"] / q["graph_ms"], eager_over_probe_eager=r["eager_ms"] / q["eager_ms"])
+    doc["probe"] = dict(script="benchmarks/gpu/huginn_decode_probe.py", rows=rows)
+    p.write_text(json.dumps(doc, indent=1))
+    for r in doc["result"]:
+        print(" ".join(f"{k}={r.get(k):.3f}" if isinstance(r.get(k), float) else f"{k}={r.get(k)}" for k in
+                       ("B", "default_ms", "default_over_bound", "graph_over_bound", "eager_ms", "probe_graph_ms", "probe_eager_ms",
+                        "eager_over_probe_eager")))
+
 if __name__ == "__main__":
-    verbs = dict(stamp=(stamp, 1), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6))
+    verbs = dict(stamp=(stamp, 1), beside=(beside, 2), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6))
     if len(sys.argv) < 2 or sys.argv[1] not in verbs: sys.exit(__doc__)
     f, n = verbs[sys.argv[1]]
     args = sys.argv[2:]

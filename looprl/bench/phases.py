@@ -14,7 +14,7 @@ from ..cli import UsageError
 __all__ = ['PHASE_MODES', 'phase_order', 'run_phase', 'read_ledger', 'check_ledger', 'phase_summary', 'bench_phases']
 
 # %% ../../nbs/14e_bench_phases.ipynb #70ec3077
-PHASE_MODES = {"eager": (), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
+PHASE_MODES = {"eager": ("--no-cuda-graphs",), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
 
 def phase_order(pairs: int) -> list:
     "Matched pairs AB, BA, AB…: A = eager, B = graph; alternating the order spreads any drift (warming disks, clocks) over both."

@@ -48,28 +48,30 @@ def decode_inputs(eng: Engine, batch: int, context: int) -> tuple:
 
 # %% ../../nbs/14b_bench_rollout.ipynb #8d1af3cd
 def decode_step_times(eng: Engine, batch: int, context: int, graphs: bool, warmup: int, iters: int, sync) -> dict:
-    "Median ms of the host latents, of the eager step and (with `graphs`) of the CUDA-graph step, for `batch` rows."
+    """Median ms of the host latents, of the eager step, (with `graphs`) of the CUDA-graph step (None: its capture
+    failed), and of the step the engine runs by its settings (`eng.step_fn`: `default_ms`, `default_path`)."""
     tok, pos, lat, sd, temps = decode_inputs(eng, batch, context)
     seeds, last = list(range(batch)), [context - 1] * batch
     latents = lambda: eng.model.initial_states(seeds, last, eng.dtype, eng.device)
     latent_ms = _median_ms(latents, 1, 3, sync) if eng.model.latent_profile else 0.0
     eager = _median_ms(lambda: eng.decode_step(tok, pos, lat, sd, temps), warmup, iters, sync)
-    graph = None
-    if graphs:
-        g = eng.decode_graph(batch)
-        graph = _median_ms(lambda: g(tok, pos, lat, sd, temps), warmup, iters, sync)
-    return dict(eager_ms=eager, graph_ms=graph, latent_ms=latent_ms)
+    g = eng.decode_graph(batch) if graphs else None
+    graph = None if g is None else _median_ms(lambda: g(tok, pos, lat, sd, temps), warmup, iters, sync)
+    step = eng.step_fn(batch)
+    default = _median_ms(lambda: step(tok, pos, lat, sd, temps), warmup, iters, sync)
+    return dict(eager_ms=eager, graph_ms=graph, default_ms=default, default_path="eager" if step == eng.decode_step else "graph",
+                latent_ms=latent_ms)
 
 # %% ../../nbs/14b_bench_rollout.ipynb #0697c4dd
 def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: float, fused: bool) -> dict:
     "One result row of `bench_rollout` from the step `times` of `batch` rows."
     nbytes, dev = decode_bytes(eng.model, batch, context), eng.device
     bound = (nbytes["weights"] + nbytes["kv"]) / bandwidth * 1e3
-    eager, graph = times["eager_ms"], times["graph_ms"]
-    best = graph if graph is not None else eager
-    return dict(B=batch, T=context, eager_ms=eager, graph_ms=graph, bound_ms=bound,
-                graph_over_bound=None if graph is None else graph / bound,
-                eager_over_graph=None if graph is None else eager / graph, tok_s=batch / best * 1e3,
+    eager, graph, default = times["eager_ms"], times["graph_ms"], times["default_ms"]
+    return dict(B=batch, T=context, default_ms=default, default_path=times["default_path"], eager_ms=eager, graph_ms=graph,
+                bound_ms=bound, default_over_bound=default / bound, graph_over_bound=None if graph is None else graph / bound,
+                eager_over_bound=eager / bound, eager_over_graph=None if graph is None else eager / graph, tok_s=batch / default * 1e3,
+                cuda_graphs=eng.cuda_graphs, capture_failures=eng.stats["capture_failures"],
                 latent_ms=times["latent_ms"], weight_bytes=nbytes["weights"], kv_bytes=nbytes["kv"],
                 fused=fused and K.fused_available(dev), family=eng.cfg.family, dtype=str(eng.dtype).removeprefix("torch."),
                 device=str(dev), peak_memory_gib=torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None)
@@ -78,12 +80,13 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
 @torch.no_grad()
 def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16, cuda_graphs: bool | None = None,
                   device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0, fused: bool = True) -> list[dict]:
-    """Decode-step time (median, ms) eager and as a CUDA graph vs the memory-bandwidth bound, per batch size;
+    """Decode-step time (median, ms) eager, as a CUDA graph (on a GPU) and as the engine runs it by default
+    (`cuda_graphs=None`: graphs on a GPU; False: eager) vs the memory-bandwidth bound, per batch size;
     `fused=False` times the plain PyTorch decode path instead of `looprl.kernels`."""
     cfg = preset_config(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    graphs = device.type == "cuda" if cuda_graphs is None else cuda_graphs
-    eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=graphs, graph_buckets=batch_sizes)
+    graphs = device.type == "cuda"                  # the graph step is timed on a GPU whatever the engine's setting
+    eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=cuda_graphs, graph_buckets=batch_sizes)
     init_weights(eng.model, seed)
     eng.model.fused_decode = fused
     cuda = device.type == "cuda"
