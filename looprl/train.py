@@ -72,6 +72,7 @@ def parser():
       "Megatron's distributed optimizer (masters and moments sharded over the data-parallel ranks)")
     a("--keep-checkpoints", type=int, help="complete checkpoints to keep (default 2)")
     a("--checkpoint-every", type=int, help="checkpoint after every N-th update and after the last (default 1)")
+    a("--sync-checkpoints", action="store_true", default=None, help="write checkpoints in the update's time, not in the background")
     a("--no-progress", action="store_true", help="no progress bar")
     return ap
 
@@ -85,7 +86,8 @@ def options_from_args(ns) -> RunOptions:
     if ns.resume:
         if not ns.output: raise UsageError("--resume needs --output")
         return options_for_resume(ns.output, given)
-    return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
+    fit = tuple(k for k in ("recompute", "micro_batch_size", "optimizer", "keep_checkpoints") if k not in given)   # the plan may change these
+    return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given, defaulted=fit)
 
 # %% ../nbs/15_train.ipynb #c61b3038
 def heldout_summary(lines: list[dict]) -> str | None:
