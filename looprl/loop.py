@@ -519,7 +519,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
                 where = "during the final evaluation"
                 pl.transport.publish(version, run_dir); append_metrics(run_dir, heldout_line(p, pl, end, version))
-            where = "writing the last checkpoint"; writer.wait()
+            where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
     except _Signal as e: _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
     except CheckpointFailed as e: raise RunFailed(str(e)) from None

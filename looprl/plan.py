@@ -15,7 +15,7 @@ from .config import LoopedConfig, load_config
 from .state import save_checkpoint, capture_rng, latest_checkpoint, CHECKPOINTS
 
 # %% auto #0
-__all__ = ['GiB', 'RUNTIME_BYTES', 'PHASES', 'model_counts', 'learner_bytes', 'activation_bytes', 'memory_items',
+__all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'PHASES', 'model_counts', 'learner_bytes', 'activation_bytes', 'memory_items',
            'checkpoint_bytes', 'disk_items', 'Plan', 'device_capacity', 'disk_free', 'make_plan', 'changes_line',
            'refusal', 'fit_options', 'plan_line', 'oom_phase', 'memory_figures', 'resume_hint', 'oom_message',
            'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure', 'CheckpointWriter',
@@ -49,6 +49,7 @@ def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, rec
 
 # %% ../nbs/09a_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
+ADJUSTABLE = ("recompute", "micro_batch_size", "optimizer", "keep_checkpoints")   # the settings the plan may choose
 
 def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "Device name → {item: bytes} for options `o` (a `loop.RunOptions`), in the precision the run will use."
@@ -83,7 +84,9 @@ def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     prec = o.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
     exports = 1 + (o.updates // o.export_every if o.export_every else 0)
     one = checkpoint_bytes(cfg, o, counts)
-    return {f"checkpoints ({o.keep_checkpoints} kept + 1 being written, {one / GiB:.1f} GiB each)": (o.keep_checkpoints + 1) * one,
+    written = sum(1 for u in range(1, o.updates + 1) if u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after))
+    at_once = min(o.keep_checkpoints + 1, written)
+    return {f"checkpoints ({at_once} at once: {o.keep_checkpoints} kept + 1 being written, {one / GiB:.1f} GiB each)": at_once * one,
             f"exported policies ({exports})": exports * (2 if prec == "fp16" else 4) * counts["actor"]["params"]}
 
 # %% ../nbs/09a_plan.ipynb #696dded3
@@ -93,6 +96,7 @@ class Plan:
     capacity: dict            # device → bytes it has
     disk: dict                # item → bytes
     disk_free: int            # bytes free where the run directory is (plus what its checkpoints already hold, on resume)
+    settings: dict = field(default_factory=dict)   # the settings the plan was made for (those the plan may change)
 
     def used(self, dev: str) -> int: return sum(self.memory[dev].values())
     @property
@@ -130,7 +134,7 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
     cfg = cfg or load_config(o.model_dir)
     counts = counts or model_counts(cfg)
     return Plan(memory_items(cfg, o, counts), capacity or device_capacity(o), disk_items(cfg, o, counts),
-                disk_free(o.output) if free is None else free)
+                disk_free(o.output) if free is None else free, {k: getattr(o, k) for k in ADJUSTABLE})
 
 # %% ../nbs/09a_plan.ipynb #5e8e3c2b
 def _candidates(o):
@@ -160,8 +164,10 @@ def refusal(pl: Plan) -> str:
             return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; the largest item is "
                     f"{name} ({b / GiB:.1f} GiB): lower --micro-batch-size, add --recompute, use --optimizer sgd or --rollout-batch-size")
     name, b = max(pl.disk.items(), key=lambda kv: kv[1])
+    s = pl.settings
+    fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1), ("--optimizer sgd", s.get("optimizer") == "adamw")) if needed]
     return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB are free; the largest "
-            f"item is {name}: use --keep-checkpoints 1, --optimizer sgd, or an --output on a larger disk")
+            f"item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
 
 def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
     "(options that fit, the plan, the changes as flags or ''): refused with `UsageError` when nothing allowed fits."
@@ -303,9 +309,7 @@ def fit_prepared(p):
 
 def plan_summary(pl: Plan, o) -> dict:
     "The plan (bytes per item, per device) and the peak memory measured on the GPU, for the run's summary."
-    out = dict(plan=dict(memory=pl.memory, capacity=pl.capacity, disk=pl.disk, disk_free=pl.disk_free,
-                         settings=dict(recompute=o.recompute, micro_batch_size=o.micro_batch_size, optimizer=o.optimizer,
-                                       keep_checkpoints=o.keep_checkpoints)))
+    out = dict(plan=dict(memory=pl.memory, capacity=pl.capacity, disk=pl.disk, disk_free=pl.disk_free, settings=pl.settings))
     if o.device == "cuda" and torch.cuda.is_available():
         out.update(peak_allocated_bytes=torch.cuda.max_memory_allocated(), peak_reserved_bytes=torch.cuda.max_memory_reserved())
     return out
@@ -327,7 +331,7 @@ def plan_command(argv: list[str]):
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("plan", "model")}
     try:
         o = RunOptions(**{"output": "runs/plan", **given, "model": ns.model,
-                          "defaulted": tuple(k for k in ("recompute", "micro_batch_size", "optimizer", "keep_checkpoints") if k not in given)})
+                          "defaulted": tuple(k for k in ADJUSTABLE if k not in given)})
         new, pl, changes = fit_options(o)
     except (UsageError, ValueError, OSError) as e: fail("inspect", e)
     print(pl.format())
