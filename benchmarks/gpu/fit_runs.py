@@ -25,7 +25,8 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
     t0 = time.monotonic()
     try: p = subprocess.run(cmd, capture_output=True, text=True, timeout=left - 5); rc, err, so = p.returncode, p.stderr, p.stdout
     except subprocess.TimeoutExpired as e: rc, err, so = 124, (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or ""), ""
-    rec.update(exit=rc, wall_s=time.monotonic() - t0, stderr_lines=[l for l in err.splitlines() if l.strip() and "Warning" not in l][-6:],
+    lines = [l for l in err.splitlines() if l.strip()]
+    rec.update(exit=rc, wall_s=time.monotonic() - t0, looprl_lines=[l for l in lines if l.startswith("looprl.")], stderr_tail=lines[-4:],
                summary_table=so.splitlines()[-8:])
     s = out / "summary.json"
     if s.exists():
@@ -47,7 +48,8 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
     shutil.rmtree(out, ignore_errors=True)
     return rec
 
-results = dict(purpose=__doc__.split("usage")[0].strip(), disk=dict(tmp_free_gib=free_gib("/tmp"),
+from looprl.bench import environment
+results = dict(environment=environment(), purpose=__doc__.split("usage")[0].strip(), disk=dict(tmp_free_gib=free_gib("/tmp"),
                shm_free_gib=free_gib("/dev/shm") if os.path.exists("/dev/shm") else None), runs=[])
 def save(): out_json.write_text(json.dumps(results, indent=1)); print(json.dumps(results["runs"][-1], indent=1), flush=True)
 
