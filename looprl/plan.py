@@ -83,7 +83,7 @@ def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     counts = counts or model_counts(cfg)
     prec = o.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
     exports = 1 + (o.updates // o.export_every if o.export_every else 0)
-    one = checkpoint_bytes(cfg, o, counts)
+    one = checkpoint_bytes(cfg, o, counts) * (2 if o.trainer_processes > 1 and o.backend == "torch" else 1)   # rank files + gathered trainer.pt
     written = sum(1 for u in range(1, o.updates + 1) if u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after))
     at_once = min(o.keep_checkpoints + 1, written)
     return {f"checkpoints ({at_once} at once: {o.keep_checkpoints} kept + 1 being written, {one / GiB:.1f} GiB each)": at_once * one,
