@@ -3,14 +3,14 @@ full) with no setting beyond the model, the device, the placement, the algorithm
 GRPO run writing its checkpoints in the update's time (--sync-checkpoints: the write before background checkpoints); a
 GRPO run at the mid size. Each run's chosen-settings line, its plan, its measured peak GPU memory, its timing and the
 share of it waiting on checkpoints go into one JSON.
-usage: python3 benchmarks/gpu/fit_runs.py OUT.json [BUDGET_S]"""
+usage: python3 benchmarks/gpu/fit_runs.py OUT.json [BUDGET_S [RUN,RUN...]]   (runs: see RUNS; default all, in order)"""
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
 GiB = 2**30
 out_json, budget = Path(sys.argv[1]), float(sys.argv[2]) if sys.argv[2:] else 420
 t_end = time.monotonic() + budget
-BASE = ["--device", "cuda", "--workers", "local", "--no-progress"]
+BASE = ["--device", os.environ.get("FIT_DEVICE", "cuda"), "--workers", "local", "--no-progress"]
 
 def free_gib(p): return shutil.disk_usage(p).free / GiB
 
@@ -20,7 +20,7 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
     cmd = [sys.executable, "-m", "looprl.train", "--model", model, *BASE, "--algorithm", algorithm, "--updates", str(updates),
            "--output", str(out), *extra]
     left = t_end - time.monotonic()
-    rec = dict(name=name, command=" ".join(cmd[1:]).replace(sys.executable, "python"), disk_free_gib_before=free_gib(Path(out_root).parent))
+    rec = dict(name=name, command=" ".join(["python"] + cmd[1:]), disk_free_gib_before=free_gib(Path(out_root).parent))
     if left < 45: return {**rec, "skipped": f"{left:.0f} s of the script's budget left"}
     t0 = time.monotonic()
     try: p = subprocess.run(cmd, capture_output=True, text=True, timeout=left - 5); rc, err, so = p.returncode, p.stderr, p.stdout
@@ -53,10 +53,12 @@ results = dict(environment=environment(), purpose=__doc__.split("usage")[0].stri
                shm_free_gib=free_gib("/dev/shm") if os.path.exists("/dev/shm") else None), runs=[])
 def save(): out_json.write_text(json.dumps(results, indent=1)); print(json.dumps(results["runs"][-1], indent=1), flush=True)
 
-for name, model, alg, ups, extra in (("grpo-h0125", "/tmp/h0125", "grpo", 3, ()), ("grpo-h0125-sync", "/tmp/h0125", "grpo", 3, ("--sync-checkpoints",)),
-                                     ("ppo-h0125", "/tmp/h0125", "ppo", 3, ())):
-    results["runs"].append(train(name, model, alg, ups, extra=extra)); save()
+MID = os.environ.get("FIT_MID_MODEL", "/tmp/hmid")    # FIT_DEVICE / FIT_MID_MODEL: a check of this script on the CPU
+RUNS = {"grpo-h0125": ("/tmp/h0125", "grpo", ()), "grpo-h0125-sync": ("/tmp/h0125", "grpo", ("--sync-checkpoints",)),
+        "ppo-h0125": ("/tmp/h0125", "ppo", ()), "grpo-mid": (MID, "grpo", ()), "grpo-mid-sync": (MID, "grpo", ("--sync-checkpoints",)), "ppo-mid": (MID, "ppo", ())}
+for name in (sys.argv[3].split(",") if sys.argv[3:] else list(RUNS)):
+    model, alg, extra = RUNS[name]
+    results["runs"].append(train(name, model, alg, 3, extra=extra)); save()
     r = results["runs"][-1]
-    if name == "ppo-h0125" and r.get("exit") == 2 and (results["disk"]["shm_free_gib"] or 0) > 70:   # refused for the disk: a larger one
-        results["runs"].append(train("ppo-h0125-shm", model, alg, ups, out_root="/dev/shm/fit")); save()
-results["runs"].append(train("grpo-mid", "/tmp/hmid", "grpo", 3)); save()
+    if name.startswith("ppo") and r.get("exit") == 2 and (results["disk"]["shm_free_gib"] or 0) > 70:   # refused for the disk: a larger one
+        results["runs"].append(train(name + "-shm", model, alg, 3, out_root="/dev/shm/fit")); save()
