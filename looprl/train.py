@@ -85,7 +85,7 @@ def options_from_args(ns) -> RunOptions:
         if not isinstance(given["train_env_vars"], dict): raise UsageError("--train-env-vars: must be a JSON object")
     if ns.resume:
         if not ns.output: raise UsageError("--resume needs --output")
-        return options_for_resume(ns.output, given)
+        return options_for_resume(ns.output, {**given, "defaulted": () if "keep_checkpoints" in given else ("keep_checkpoints",)})   # not stored
     fit = tuple(k for k in ("recompute", "micro_batch_size", "optimizer", "keep_checkpoints") if k not in given)   # the plan may change these
     return RunOptions(output=ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given, defaulted=fit)
 
