@@ -79,6 +79,10 @@ def format_info(info: dict) -> str:
 # %% ../nbs/03a_inspect.ipynb #acd1c8ab
 def main(argv=None):
     "Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint."
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--plan" in argv:                            # the memory and disk plan of a run (looprl.plan)
+        from looprl.plan import plan_command
+        return plan_command(argv)
     ap = command_parser("inspect", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, a directory with only config.json, or a config.json file")
     a = ap.parse_args(argv)

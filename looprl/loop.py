@@ -30,6 +30,7 @@ from .workers import Placement, PlacementError
 from .verify import engine_class
 from .megatron import check_backend
 from .options import RunOptions, options_for_resume, check, NOT_STORED     # the settings (also importable from here)
+from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare',
@@ -241,7 +242,8 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
 # %% ../nbs/11_loop.ipynb #8d6593b7
-def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None) -> dict:
+def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None,
+               writer=None) -> dict:
     "Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its metrics line."
     o, t = p.opts, {}
     def phase(name):
@@ -286,7 +288,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     t0 = time.perf_counter()
     state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
     if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
-        save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
+        if writer is None: save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
+        else: line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)   # looprl.plan
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0): export_policy(pl, run_dir, u + 1)
     line["time"]["checkpoint_s"] = time.perf_counter() - t0
     return line
@@ -351,6 +354,7 @@ def interrupted_message(signum: int, run_dir: Path, where: str) -> str:
 def run(o: RunOptions, progress: bool = True) -> dict:
     "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
     p = prepare(o)
+    p, plan = fit_prepared(p)                      # looprl.plan: settings that fit the devices and the disk, or refused
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
     t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
@@ -366,11 +370,12 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             end = o.stop_after if o.stop_after is not None else o.updates
             summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
                            updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
+            writer = CheckpointWriter(background=not o.sync_checkpoints)
             state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
                 where = f"during update {u}"
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar))
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar, writer))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
                 logs.sync()
@@ -378,14 +383,25 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                 where = "during the final evaluation"
                 pl.transport.publish(version, run_dir); append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
                 logs.sync()
-    except _Signal as e: raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
+            where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
+    except _Signal as e: _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
+    except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
+    except CheckpointFailed as e: raise RunFailed(str(e)) from None
     finally:
         if pl is not None: pl.shutdown()
         if logs is not None: logs.close()
     summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
-                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0)
+                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0,
+                   checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
+
+def _drain(scope: dict):
+    "Let a checkpoint write in flight finish (its failure is reported by the line already on its way)."
+    w = scope.get("writer")
+    try:
+        if w is not None: w.wait()
+    except CheckpointFailed: pass
 
 def _progress(it, on, desc):
     if not on: return it

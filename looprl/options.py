@@ -67,6 +67,8 @@ class RunOptions:
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
+    sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
+    defaulted: tuple | None = None        # (no flag) settings the user left at their defaults, which the memory plan may change to fit
     log_to: list = field(default_factory=list)  # experiment logs written from the run's records: tensorboard (pip install -e ".[tensorboard]")
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
@@ -141,6 +143,11 @@ def flat(self: RunOptions) -> dict:
     "Every setting by its flat name (the inverse of `from_flat`)."
     src = {None: self, **{k: getattr(self, k) for k in NESTED}}
     return {k: getattr(src[owner], k) for k, (owner, _) in setting_fields().items()}
+
+@patch
+def replaced(self: RunOptions, **changes) -> RunOptions:
+    "A copy with the settings `changes` names (flat names) changed."
+    return RunOptions.from_flat(**{**self.flat(), **changes})
 
 # %% ../nbs/10a_options.ipynb #45105f89
 def check(cond, msg):
@@ -262,6 +269,7 @@ def option_flags(parser) -> None:
     groups = {None: parser.add_argument_group("the run"), "rollout": parser.add_argument_group("the rollout"),
               "trainer": parser.add_argument_group("the trainer")}
     for name, (owner, f) in setting_fields().items():
+        if name == "defaulted": continue                  # set by the command, not a flag
         group = groups[owner]
         flag, default = "--" + name.replace("_", "-"), f.default
         kw = dict(help=setting_help(owner, f), default=None)
@@ -282,7 +290,7 @@ def option_flags(parser) -> None:
         group.add_argument(flag, **kw)
 
 # %% ../nbs/10a_options.ipynb #c6784e07
-NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every")
+NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints")
 
 def stored_options(output: str) -> dict:
     "The flat settings a run stored in its run.json."

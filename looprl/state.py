@@ -96,17 +96,17 @@ def fault_point(name: str):
 # %% ../nbs/09_state.ipynb #9a640001
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
-def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2) -> Path:
+def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2, rng: dict | None = None) -> Path:
     """Atomically write the checkpoint taken after `update` updates and point `latest` at it.
     `write_trainer(dir)` writes the trainer's files into the temporary directory (the trainer may live
-    in another process); this process adds its own RNG state and the loop state."""
+    in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the background) and the loop state."""
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
     dst = ck / checkpoint_name(update)
     with atomic_dir(dst, prefix=".tmp-") as tmp:
         write_trainer(tmp)
         fault_point("checkpoint")
-        torch.save(capture_rng(), tmp / "rng.pt")
+        torch.save(rng if rng is not None else capture_rng(), tmp / "rng.pt")
         (tmp / "loop.json").write_text(json.dumps(loop_state, indent=1, sort_keys=True))
     atomic_write_text(ck / LATEST, dst.name)
     done = sorted(p for p in ck.iterdir() if p.is_dir() and p.name.startswith("update-"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from .cli import UsageError, command_parser, fail
 from .options import RunOptions, option_flags, options_for_resume
 from .loop import RunFailed, RunInterrupted, run
+from .plan import ADJUSTABLE
 
 # %% auto #0
 __all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
@@ -26,10 +27,11 @@ def parser():
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}
-    if ns.resume:
+    if ns.resume:                   # the plan may choose --keep-checkpoints again (not stored); the rest is the run's
         if not ns.output: raise UsageError("--resume needs --output")
-        return options_for_resume(ns.output, given)
-    return RunOptions.from_flat(ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given)
+        return options_for_resume(ns.output, {**given, "defaulted": () if "keep_checkpoints" in given else ("keep_checkpoints",)})
+    fit = tuple(k for k in ADJUSTABLE if k not in given)           # what the memory plan may change (looprl.plan)
+    return RunOptions.from_flat(ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given, defaulted=fit)
 
 # %% ../nbs/15_train.ipynb #c61b3038
 def heldout_summary(lines: list[dict]) -> str | None:

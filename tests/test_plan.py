@@ -1,0 +1,121 @@
+"""The plan's choices and refusals, out-of-memory errors in each phase and failing checkpoint writes as one line with
+the last checkpoint intact, and checkpoints written in the background equal to those written in the update's time."""
+import json
+import pytest, torch
+import looprl.plan as plan
+from looprl.state import latest_checkpoint, CHECKPOINTS
+from looprl.train import main
+
+ARGS = ["--updates", "2", "--rollout-batch-size", "2", "--max-response-tokens", "6", "--no-eval", "--no-progress"]
+
+def train(capsys, out, *args) -> tuple[int, list[str]]:
+    "Run `looprl.train` in this process; (exit status, non-empty stderr lines)."
+    try: main(["--output", str(out), *ARGS, *args]); code = 0
+    except SystemExit as e: code = e.code
+    return code, [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+
+@pytest.fixture
+def after_first_update(monkeypatch):
+    "A counter of finished `Trainer.train` calls: the faults below strike in update 1, once update 0 is checkpointed."
+    from looprl.trainer import Trainer
+    done, real = [0], Trainer.train
+    def counted(self, *a, **k):
+        r = real(self, *a, **k); done[0] += 1; return r
+    monkeypatch.setattr(Trainer, "train", counted)
+    return done
+
+def oom(*a, **k): raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+def raise_after(done, real, only=lambda *a: True):
+    def f(*a, **k):
+        if done[0] >= 1 and only(*a): oom()
+        return real(*a, **k)
+    return f
+
+@pytest.mark.parametrize("phase", ["rollout", "publication", "replay", "actor step", "critic step"])
+def test_out_of_memory_is_one_line_per_phase(monkeypatch, capsys, tmp_path, after_first_update, phase):
+    import looprl.engine, looprl.trainer
+    from looprl.trainer import Learner
+    done = after_first_update
+    if phase == "rollout": monkeypatch.setattr(looprl.engine.Engine, "generate", raise_after(done, looprl.engine.Engine.generate))
+    if phase == "publication": monkeypatch.setattr(looprl.trainer, "export_tensors", raise_after(done, looprl.trainer.export_tensors))
+    if phase == "replay": monkeypatch.setattr(looprl.trainer, "response_logprobs", raise_after(done, looprl.trainer.response_logprobs))
+    if phase.endswith("step"):
+        critic = phase == "critic step"
+        monkeypatch.setattr(Learner, "backward", raise_after(done, Learner.backward, lambda l, *a: hasattr(l.model, "value_head") == critic))
+    out = tmp_path / "run"
+    code, lines = train(capsys, out)
+    assert code == 1 and len(lines) == 1, (code, lines)
+    assert lines[0].startswith(f"looprl.train: out of device memory in the {phase} during update 1 ("), lines[0]
+    assert "the last checkpoint, update-000001, is intact" in lines[0] and f"--output {out} --resume" in lines[0]
+    assert latest_checkpoint(out).name == "update-000001" and (latest_checkpoint(out) / "trainer.pt").stat().st_size > 0
+
+@pytest.mark.parametrize("mode", ["background", "sync"])
+def test_failing_checkpoint_write_is_one_line_and_leaves_the_previous(monkeypatch, capsys, tmp_path, mode):
+    "The second checkpoint's trainer file fails after writing part of itself (a full disk); resume continues from the first."
+    real, calls = torch.save, []
+    def full_disk(obj, f, *a, **k):
+        if str(f).endswith("trainer.pt"):
+            calls.append(f)
+            if len(calls) == 2:
+                open(f, "wb").write(b"\0" * 4096)
+                raise OSError(28, "No space left on device")
+        return real(obj, f, *a, **k)
+    monkeypatch.setattr(torch, "save", full_disk)
+    out = tmp_path / "run"
+    code, lines = train(capsys, out, *(["--sync-checkpoints"] if mode == "sync" else []))
+    assert code == 1 and len(lines) == 1, (code, lines)
+    assert f"writing checkpoint {out / CHECKPOINTS / 'update-000002'} failed (OSError: [Errno 28] No space left on device)" in lines[0], lines[0]
+    assert "GiB are free there" in lines[0] and "the last checkpoint, update-000001, is intact" in lines[0], lines[0]
+    ck = out / CHECKPOINTS
+    assert sorted(p.name for p in ck.iterdir()) == ["latest", "update-000001"]     # nothing half-written that resume could take
+    monkeypatch.setattr(torch, "save", real)
+    code, lines = train(capsys, out, "--resume")
+    assert code == 0 and latest_checkpoint(out).name == "update-000002", lines
+
+def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
+    from looprl.workers import nested_state_digest
+    digests = {}
+    for mode, extra in (("background", []), ("sync", ["--sync-checkpoints"])):
+        code, lines = train(capsys, tmp_path / mode, *extra); assert code == 0, lines
+        digests[mode] = [nested_state_digest(torch.load(tmp_path / mode / CHECKPOINTS / f"update-00000{u}" / "trainer.pt", weights_only=True))
+                         for u in (1, 2)]
+        s = json.loads((tmp_path / mode / "summary.json").read_text())
+        assert all("checkpoint_wait_s" in u["time"] for u in s["updates"]) and s["checkpoint_wait_s"] >= 0
+    assert digests["background"][0] != digests["background"][1]          # the state changed between the checkpoints
+    assert digests["background"] == digests["sync"]
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_snapshot_is_the_state_and_stays_put(shipped, precision):
+    from looprl.trainer import TrainSettings, build_trainer
+    from looprl.workers import nested_state_digest
+    t = build_trainer(shipped["huginn_raven"], TrainSettings(algorithm="grpo", precision=precision, optimizer="adamw"))
+    l = t.actor
+    def step():
+        for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
+        assert l.step()["skipped"] == 0
+    step()
+    snap = plan.learner_snapshot(l)
+    before = nested_state_digest(l.state_dict())
+    assert nested_state_digest(snap) == before
+    step()
+    assert nested_state_digest(l.state_dict()) != before                  # the learner moved on ...
+    assert nested_state_digest(snap) == before                            # ... its snapshot did not
+
+def test_plan_refuses_a_disk_too_small(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(plan, "disk_free", lambda run_dir: 1000)
+    code, lines = train(capsys, tmp_path / "run")
+    assert code == 2 and len(lines) == 1 and "on disk and 0.0 GiB are free" in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_path):
+    "A device just large enough with recompute: the run turns it on and says so; given --micro-batch-size 16 is kept."
+    from looprl.loop import RunOptions
+    o = RunOptions.from_flat(output=str(tmp_path / "x"), updates=2, rollout_batch_size=2, max_response_tokens=6, no_eval=True)
+    need = plan.make_plan(o.__class__(**{**o.__dict__, "recompute": True}), capacity={"CPU": 1}, free=1 << 40)
+    cap = need.used("CPU") + 1024
+    assert plan.make_plan(o, capacity={"CPU": cap}, free=1 << 40).used("CPU") > cap        # the defaults do not fit
+    monkeypatch.setattr(plan, "device_capacity", lambda o: {"CPU": cap})
+    code, lines = train(capsys, tmp_path / "run", "--micro-batch-size", "16")
+    assert code == 0 and lines[0].startswith("looprl.train: tiny-huginn on one cpu: --recompute (plan"), lines
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["options"]["recompute"] is True
