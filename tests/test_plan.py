@@ -112,7 +112,7 @@ def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_pa
     "A device just large enough with recompute: the run turns it on and says so; given --micro-batch-size 16 is kept."
     from looprl.loop import RunOptions
     o = RunOptions.from_flat(output=str(tmp_path / "x"), updates=2, rollout_batch_size=2, max_response_tokens=6, no_eval=True)
-    need = plan.make_plan(o.__class__(**{**o.__dict__, "recompute": True}), capacity={"CPU": 1}, free=1 << 40)
+    need = plan.make_plan(o.replaced(recompute=True), capacity={"CPU": 1}, free=1 << 40)
     cap = need.used("CPU") + 1024
     assert plan.make_plan(o, capacity={"CPU": cap}, free=1 << 40).used("CPU") > cap        # the defaults do not fit
     monkeypatch.setattr(plan, "device_capacity", lambda o: {"CPU": cap})
