@@ -67,6 +67,14 @@ def family_names_outside(root: Path, owner: str) -> list[str]:
                 docstrings.add((f.name, node.body[0].lineno))
     return [h for h in hits if (h.split(":")[0], int(h.split(":")[1])) not in docstrings]
 
+def modules_reading(root: Path, text: str) -> list[str]:
+    "Modules whose code (docstrings aside) holds the string constant `text`: where an environment variable is read."
+    out = []
+    for m, f in modules(root).items():
+        consts = [n.value for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        if any(c == text for c in consts): out.append(m)
+    return out
+
 def make_package(tmp: Path, files: dict) -> Path:
     root = tmp / "pkg"
     for name, text in files.items():
@@ -79,6 +87,9 @@ def test_the_checks_catch_what_they_guard(tmp_path):
     assert import_cycles(root) == [["pkg.a", "pkg.b", "pkg.a"]]           # a function-level import closes it
     assert private_imports(root) == ["pkg.b imports _y from pkg.a"]
     assert [h.split(": ")[1] for h in family_names_outside(root, "pkg.fam")] == ["is_huginn", "'huginn_raven'"]
+    two = make_package(tmp_path / "two", {"__init__.py": "", "s.py": "V = 'LOOPRL_SKIP_RESTORE'\n",
+                                          "t.py": "import os\nskip = os.environ.get('LOOPRL_SKIP_RESTORE')\n"})
+    assert modules_reading(two, "LOOPRL_SKIP_RESTORE") == ["pkg.s", "pkg.t"]
 
 def test_looprl_has_no_import_cycle():
     assert import_cycles(PACKAGE) == []
@@ -88,3 +99,7 @@ def test_looprl_imports_no_private_name_across_modules():
 
 def test_no_family_name_outside_the_family_module():
     assert family_names_outside(PACKAGE, "looprl.families.huginn") == []
+
+def test_the_sabotage_switch_is_read_in_one_module():
+    "The restore gate: only looprl.state names LOOPRL_SKIP_RESTORE; every learner and the loop go through state.restore."
+    assert modules_reading(PACKAGE, "LOOPRL_SKIP_RESTORE") == ["looprl.state"]
