@@ -34,9 +34,9 @@ class RolloutSettings:
     n_samples_per_prompt: int | None = None # completions per prompt (default: 4 for GRPO, 1 otherwise)
     max_prompt_tokens: int = 128            # longer prompts are dropped, and counted
     max_response_tokens: int = 48           # tokens per completion at most
-    temperature: float = 0.8                # sampling temperature; the trainer replays each completion at the one recorded
-    engine: str = "native"                  # rollout engine: native, or vllm (the optional vLLM engine, CPU; pip install -e '.[vllm]')
-    cuda_graphs: bool | None = None         # the engine's decode step as CUDA graphs: on by default with --device cuda; --no-cuda-graphs decodes eagerly
+    temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
+    engine: str = "native"                  # rollout engine: native, or vllm (CPU; pip install -e '.[vllm]')
+    cuda_graphs: bool | None = None         # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
 
 # %% ../nbs/10a_options.ipynb #237ff338
 @dataclass
@@ -44,11 +44,11 @@ class RunOptions:
     "Everything a user can ask of a run: the run's own settings, and the rollout's and the trainer's as two fields."
     output: str                           # run directory (default runs/<algorithm>)
     model: str | None = None              # checkpoint directory (default: the embedded tiny Huginn)
-    data: str | None = None               # JSONL with string 'prompt' and 'label' (default: the embedded arithmetic prompts)
+    data: str | None = None               # JSONL with string 'prompt' and 'label' (default: the embedded prompts)
     updates: int = 40                     # number of updates; with --resume, a larger number extends the run
     seed: int = 42                        # run seed
     reward: str = DEFAULT_REWARD             # reward function as module:function or file.py:function
-    eval_data: str | None = None          # held-out JSONL evaluated during the run (default: the embedded held-out split with the embedded data)
+    eval_data: str | None = None          # held-out JSONL (default: the embedded held-out split, with the embedded data)
     eval_every: int = 0                   # also evaluate every N updates (0: before the first and after the last only)
     eval_samples: int = 4                 # sampled completions per held-out question
     eval_limit: int | None = None         # evaluate only the first N held-out questions
@@ -58,18 +58,18 @@ class RunOptions:
     engine_revision: str | None = None    # engine revision recorded in traces
     device: str = "cpu"                   # cpu, or cuda: trainer and engine on one GPU each (placed by Ray)
     workers: str | None = None            # where the workers run (default: local on the CPU, ray with --device cuda)
-    ray_address: str | None = None        # Ray cluster to join (implies --workers ray); 'local' is the same as --workers local
-    transport: str = "memory"             # how publications reach the engine: memory, disk, or nccl (GPU to GPU, digested on the GPUs)
+    ray_address: str | None = None        # Ray cluster to join (implies --workers ray); 'local': --workers local
+    transport: str = "memory"             # how publications reach the engine: memory, disk, or nccl (GPU to GPU)
     train_env_vars: dict = field(default_factory=dict)  # JSON object of environment variables for the trainer worker
-    trainer_processes: int = 1            # trainer processes forming one process group: gloo on the CPU, NCCL with one GPU each under Ray
-    tensor_parallel: int = 1              # 1: the trainer processes split each step's micro-batches (FSDP2); = --trainer-processes: the heads (DTensor); megatron: any divisor
+    trainer_processes: int = 1            # trainer processes in one group: gloo on the CPU, NCCL (a GPU each) under Ray
+    tensor_parallel: int = 1              # 1: split micro-batches (FSDP2); --trainer-processes: heads (DTensor); megatron: a divisor
     keep_checkpoints: int = 2             # complete checkpoints to keep
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
-    defaulted: tuple | None = None        # (no flag) settings the user left at their defaults, which the memory plan may change to fit
-    log_to: list = field(default_factory=list)  # experiment logs written from the run's records: tensorboard (pip install -e ".[tensorboard]")
+    defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
+    log_to: list = field(default_factory=list)  # experiment logs: tensorboard (pip install -e ".[tensorboard]")
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
 
@@ -156,7 +156,8 @@ def check(cond, msg):
 
 def check_count(name: str, v, lo: int = 1):
     "Refuse unless `v` is an int ≥ `lo`, naming the flag --name."
-    check(isinstance(v, int) and not isinstance(v, bool) and v >= lo, f"--{name.replace('_', '-')}: must be an int ≥ {lo}, got {v!r}")
+    check(isinstance(v, int) and not isinstance(v, bool) and v >= lo,
+          f"--{name.replace('_', '-')}: must be an int ≥ {lo}, got {v!r}")
 
 def as_flag_error(e: ValueError) -> UsageError:
     "A dataclass's `field: message` refusal as the command line's `--field: message`."
@@ -189,7 +190,8 @@ def validate(self: RunOptions) -> RunOptions:
     if self.eval_limit is not None: check_count("eval_limit", self.eval_limit)
     if self.stop_after is not None:
         check(not self.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
-        check(1 <= self.stop_after < self.updates, f"--stop-after: must be ≥ 1 and < --updates ({self.updates}), got {self.stop_after}")
+        check(1 <= self.stop_after < self.updates,
+              f"--stop-after: must be ≥ 1 and < --updates ({self.updates}), got {self.stop_after}")
     check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     check_log_targets(self.log_to)
@@ -201,7 +203,8 @@ def check_rollout_size(self: RunOptions):
     "GRPO's groups, and completions that split evenly over the optimizer steps of one rollout."
     G, steps = self.group_size, self.trainer.minibatches
     check(not (self.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
-    check((self.prompts_per_update * G) % steps == 0, f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
+    check((self.prompts_per_update * G) % steps == 0,
+          f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
           f"must divide into {steps} equal parts, one per optimizer step")
 
 # %% ../nbs/10a_options.ipynb #cdf9c2ba
@@ -212,7 +215,8 @@ def check_placement(self: RunOptions):
     check(o.transport in TRANSPORTS, f"--transport: {o.transport!r} is not memory, disk or nccl")
     check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
     check(o.workers in (None, "local", "ray"), f"--workers: {o.workers!r} is not local or ray")
-    check(not (o.workers == "local" and o.ray_address not in (None, "local")), "--workers local and --ray-address cannot be combined")
+    check(not (o.workers == "local" and o.ray_address not in (None, "local")),
+          "--workers local and --ray-address cannot be combined")
     check(o.transport != "nccl" or (o.device == "cuda" and o.placement == "ray"),
           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
     check(not (o.rollout.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
@@ -241,13 +245,15 @@ def check_trainer_processes(self: RunOptions):
     mb = o.trainer.micro_batch_size
     rows = o.prompts_per_update * o.group_size // o.trainer.minibatches
     micro = -(-rows // mb)
-    check(micro % replicas == 0, f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of "
+    check(micro % replicas == 0,
+          f"--trainer-processes: one optimizer step of {rows} completions makes {micro} micro-batches of "
           f"--micro-batch-size {mb}, which do not split evenly over {replicas} "
           f"{'data-parallel replicas' if replicas != N else 'processes'} (make the count a multiple of {replicas})")
 
 # %% ../nbs/10a_options.ipynb #9987027a
 SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
+                   "engine": ENGINES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"),
+                   "log_to": LOG_TARGETS}
 
 def json_object(text: str) -> dict:
     "A command-line JSON object (for --train-env-vars)."
@@ -302,9 +308,12 @@ def stored_options(output: str) -> dict:
 def options_for_resume(output: str, given: dict) -> RunOptions:
     "Options of a resume: the run's stored options, overridden by what was given explicitly."
     stored, known = stored_options(output), setting_fields()
-    for k, default in (("backend", "torch"), ("distributed_optimizer", False), ("trainer_processes", 1), ("tensor_parallel", 1)):
+    fixed = (("backend", "torch"), ("distributed_optimizer", False), ("trainer_processes", 1), ("tensor_parallel", 1))
+    for k, default in fixed:
         was, now = stored.get(k, default), given.get(k, stored.get(k, default))
-        if now != was: raise UsageError(f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
-                                        "(a checkpoint's optimizer state is laid out by its backend, its optimizer and its processes)")
-    kept = {k: tuple(v) if isinstance(known[k][1].default, tuple) else v for k, v in stored.items() if k in known and k not in NOT_STORED}
+        if now != was: raise UsageError(
+            f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
+            "(a checkpoint's optimizer state is laid out by its backend, its optimizer and its processes)")
+    kept = {k: tuple(v) if isinstance(known[k][1].default, tuple) else v
+            for k, v in stored.items() if k in known and k not in NOT_STORED}
     return RunOptions.from_flat(output, **{**kept, **given, "resume": True})
