@@ -308,12 +308,14 @@ def stored_options(output: str) -> dict:
 def options_for_resume(output: str, given: dict) -> RunOptions:
     "Options of a resume: the run's stored options, overridden by what was given explicitly."
     stored, known = stored_options(output), setting_fields()
-    fixed = (("backend", "torch"), ("distributed_optimizer", False), ("trainer_processes", 1), ("tensor_parallel", 1))
-    for k, default in fixed:
+    layout = "a checkpoint's optimizer state is laid out by its backend and optimizer"
+    shards = "each trainer process's shards resume exactly only on as many processes"
+    fixed = (("backend", "torch", layout), ("distributed_optimizer", False, layout), ("trainer_processes", 1, shards),
+             ("tensor_parallel", 1, shards))
+    for k, default, why in fixed:
         was, now = stored.get(k, default), given.get(k, stored.get(k, default))
         if now != was: raise UsageError(
-            f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} "
-            "(a checkpoint's optimizer state is laid out by its backend, its optimizer and its processes)")
+            f"--{k.replace('_', '-')}: the run was trained with {was} and cannot resume with {now} ({why})")
     kept = {k: tuple(v) if isinstance(known[k][1].default, tuple) else v
             for k, v in stored.items() if k in known and k not in NOT_STORED}
     return RunOptions.from_flat(output, **{**kept, **given, "resume": True})

@@ -175,9 +175,9 @@ def test_cuda_graphs_by_default_and_the_opt_out():
     from looprl.engine import graphs_by_default
     from looprl.train import parser, options_from_args
     opts = lambda *flags: options_from_args(parser().parse_args(["--device", "cuda", *flags]))
-    assert opts().cuda_graphs is None and graphs_by_default(opts().cuda_graphs, "cuda") is True
-    assert opts("--no-cuda-graphs").cuda_graphs is False and graphs_by_default(False, "cuda") is False
-    assert opts("--cuda-graphs").cuda_graphs is True
+    assert opts().rollout.cuda_graphs is None and graphs_by_default(opts().rollout.cuda_graphs, "cuda") is True
+    assert opts("--no-cuda-graphs").rollout.cuda_graphs is False and graphs_by_default(False, "cuda") is False
+    assert opts("--cuda-graphs").rollout.cuda_graphs is True
     assert graphs_by_default(None, "cpu") is False and Engine(tiny_config("ouro"), max_batch=1, max_len=8).cuda_graphs is False
 
 
@@ -342,7 +342,7 @@ def test_bench_rollout_cpu_smoke():
     assert [r["B"] for r in rows] == [1, 2]
     for r in rows:
         assert r["eager_ms"] > 0 and r["graph_ms"] is None and r["bound_ms"] > 0 and r["T"] == 32
-        assert r["tok_s"] == pytest.approx(r["B"] / r["eager_ms"] * 1e3)
+        assert r["tok_s"] == pytest.approx(r["B"] / r["default_ms"] * 1e3) and r["default_path"] == "eager"
     with pytest.raises(ValueError, match="unknown preset"):
         bench_rollout("gpt2", device="cpu")
 
