@@ -290,7 +290,9 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
         if writer is None: save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
         else: line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)   # looprl.plan
-    if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0): export_policy(pl, run_dir, u + 1)
+    if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
+        if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()   # exports beside complete checkpoints only (the disk plan)
+        export_policy(pl, run_dir, u + 1)
     line["time"]["checkpoint_s"] = time.perf_counter() - t0
     return line
 

@@ -79,15 +79,21 @@ def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     return sum(counts[r]["buffer_bytes"] + state(counts[r]["params"]) for r in roles)
 
 def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
-    "What the run directory needs at most: kept checkpoints plus the one being written, and exported policies."
+    "What the run directory holds at its fullest: checkpoints (kept and being written) and exported policies."
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
-    exports = 1 + (o.updates // o.export_every if o.export_every else 0)
     one = checkpoint_bytes(cfg, o, counts) * (2 if o.trainer_processes > 1 and o.trainer.backend == "torch" else 1)   # rank files + gathered trainer.pt
-    written = sum(1 for u in range(1, o.updates + 1) if u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after))
-    at_once = min(o.keep_checkpoints + 1, written)
-    return {f"checkpoints ({at_once} at once: {o.keep_checkpoints} kept + 1 being written, {one / GiB:.1f} GiB each)": at_once * one,
-            f"exported policies ({exports})": exports * (2 if prec == "fp16" else 4) * counts["actor"]["params"]}
+    policy = (2 if prec == "fp16" else 4) * counts["actor"]["params"]
+    kept = exported = 0; fullest = (0, 0, 0, "")       # (bytes, checkpoints, policies, when)
+    for u in range(1, o.updates + 1):
+        if u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after):
+            fullest = max(fullest, ((kept + 1) * one + exported * policy, kept + 1, exported, "while one is written"))
+            kept = min(kept + 1, o.keep_checkpoints)
+        if u == o.updates or (o.export_every and u % o.export_every == 0):
+            exported += 1; fullest = max(fullest, (kept * one + exported * policy, kept, exported, "after an export"))
+    _, n_ck, n_pol, when = fullest
+    return {f"checkpoints ({n_ck} at once, {when}: {one / GiB:.1f} GiB each)": n_ck * one,
+            f"exported policies ({n_pol})": n_pol * policy}
 
 # %% ../nbs/09a_plan.ipynb #696dded3
 @dataclass

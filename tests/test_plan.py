@@ -119,3 +119,17 @@ def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_pa
     code, lines = train(capsys, tmp_path / "run", "--micro-batch-size", "16")
     assert code == 0 and lines[0].startswith("looprl.train: tiny-huginn on one cpu: --recompute (plan"), lines
     assert json.loads((tmp_path / "run" / "run.json").read_text())["options"]["recompute"] is True
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_policies_are_exported_beside_complete_checkpoints_only(monkeypatch, capsys, tmp_path, sync):
+    "The disk plan counts an export after the old checkpoints are gone: at each export, no checkpoint is being written."
+    import looprl.loop
+    seen, real = [], looprl.loop.export_policy
+    def export(pl, run_dir, update):
+        ck = run_dir / CHECKPOINTS
+        seen.append((update, sorted(p.name for p in ck.iterdir() if p.is_dir())))
+        return real(pl, run_dir, update)
+    monkeypatch.setattr(looprl.loop, "export_policy", export)
+    code, lines = train(capsys, tmp_path / "run", "--export-every", "1", "--keep-checkpoints", "1", *(["--sync-checkpoints"] * sync))
+    assert code == 0, lines
+    assert seen == [(1, ["update-000001"]), (2, ["update-000002"])], seen   # without the wait: a .tmp- directory and update-000001 beside update 2
