@@ -1,7 +1,8 @@
 """The plan's trainer figures against the measured peak resident memory of one GRPO training step on the CPU, at the
 mid size of benchmarks/gpu/make_checkpoints.py (random weights), FP32, SGD, one micro-batch of ROWS sequences of
 PROMPT + RESPONSE tokens, recompute off and on. Each case runs in a fresh process: the peak RSS after the step minus the
-RSS once the trainer is built is compared with the plan's gradients + optimizer + activations.
+RSS once the trainer is built is compared with the plan's gradients + optimizer + activations + the gradient sums of
+the reused (looped and tied) weights.
 usage: python benchmarks/plan_mid_cpu.py OUT.json"""
 import json, resource, subprocess, sys, tempfile
 from pathlib import Path
@@ -24,11 +25,12 @@ def case(model_dir: str, recompute: bool) -> dict:
     g = torch.Generator().manual_seed(0)
     r = Rollout(prompt_ids=[torch.randint(0, 200, (PROMPT,), generator=g).tolist() for _ in range(ROWS)],
                 response_ids=[torch.randint(0, 200, (RESPONSE,), generator=g).tolist() for _ in range(ROWS)],
-                logprobs=[[-5.0] * RESPONSE for _ in range(ROWS)], seeds=list(range(ROWS)), rewards=[0.0, 1.0] * (ROWS // 2))
+                logprobs=[[-5.0] * RESPONSE for _ in range(ROWS)], seeds=list(range(ROWS)), rewards=[0.0, 1.0] * (ROWS // 2), temperature=1.0)
     t.train(r, 2)
-    n = model_counts(cfg)["actor"]["params"]
+    counts = model_counts(cfg)["actor"]
+    n = counts["params"]
     lb = learner_bytes(n, "fp32", "sgd")
-    planned = lb["gradients"] + lb["optimizer"] + activation_bytes(cfg, ROWS, PROMPT + RESPONSE, "fp32", recompute)
+    planned = lb["gradients"] + lb["optimizer"] + activation_bytes(cfg, ROWS, PROMPT + RESPONSE, "fp32", recompute) + 4 * counts["reused"]
     measured = rss() - max(now, 0)
     return dict(recompute=recompute, params=n, rss_after_build=now, peak_before_step=before_peak, peak_after_step=rss(),
                 measured_step_bytes=measured, planned_step_bytes=planned, measured_over_planned=measured / planned,

@@ -21,10 +21,9 @@ from .records import Rollout
 
 # %% auto #0
 __all__ = ['LOOPED_PLANS', 'RankError', 'join_group', 'rank_device', 'comm_device', 'leave_group', 'check_world_size',
-           'run_ranks', 'shard_model', 'count_collectives', 'rank_share', 'ShardedLearner', 'ShardedTrainer',
-           'interleave_rows', 'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors',
-           'build_sharded_trainer', 'sharded_train_rank', 'tensor_parallel', 'tensor_parallel_replay', 'single_replay',
-           'RankGroup', 'RankActor', 'RayRankGroup']
+           'run_ranks', 'shard_model', 'rank_share', 'ShardedLearner', 'ShardedTrainer', 'interleave_rows',
+           'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
+           'tensor_parallel', 'RankGroup', 'RankActor', 'RayRankGroup']
 
 # %% ../nbs/08b_distributed.ipynb #269d7e2e
 class RankError(RuntimeError):
@@ -140,23 +139,6 @@ def shard_model(model: LoopedLM, mesh=None, param_dtype=None, looped: str = "roo
     for m in model.modules():
         if isinstance(m, FSDPModule): m.set_gradient_divide_factor(1.0); m.set_force_sum_reduction_for_comms(True)
     return model
-
-# %% ../nbs/08b_distributed.ipynb #f5f37ef8
-@contextmanager
-def count_collectives():
-    "Count FSDP2's all-gathers and reduce-scatters (calls and bytes) while the block runs."
-    n = dict(all_gather=0, all_gather_bytes=0, reduce_scatter=0, reduce_scatter_bytes=0)
-    ag, rs = dist.all_gather_single, dist.reduce_scatter_single
-    def counted(kind, f, which, pos):
-        def g(*a, **k):
-            t = k.get(which, a[pos] if len(a) > pos else None)
-            n[kind] += 1; n[f"{kind}_bytes"] += t.numel() * t.element_size()
-            return f(*a, **k)
-        return g
-    dist.all_gather_single = counted("all_gather", ag, "output_tensor", 0)
-    dist.reduce_scatter_single = counted("reduce_scatter", rs, "input", 1)
-    try: yield n
-    finally: dist.all_gather_single, dist.reduce_scatter_single = ag, rs
 
 # %% ../nbs/08b_distributed.ipynb #2ca59c15
 def rank_share(n_micro: int, rank: int, world_size: int) -> list[int]:
@@ -279,13 +261,6 @@ def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str
     t = build_trainer(model_dir, dataclasses.replace(s, precision="fp32"), device, cfg)
     return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped, tensor_parallel=tensor_parallel)
 
-def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, rollouts: list, group_size: int, looped: str = "root",
-                       tensor_parallel: int = 1):
-    "One trainer process (for `run_ranks`): learn from `rollouts` in order; each update's metrics, and the publication."
-    tr = build_sharded_trainer(model_dir, s, looped=looped, tensor_parallel=tensor_parallel)
-    metrics = [tr.train(r, group_size)["metrics"] for r in rollouts]
-    return dict(metrics=metrics, publication=tr.publication())
-
 # %% ../nbs/08b_distributed.ipynb #74a90b79
 def _local_view(module: nn.Module, name: str):
     "While `module` runs, `module.<name>` reads the local shard of its DTensor parameter (gradients flow to the shard)."
@@ -322,26 +297,6 @@ def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
             _local_view(m, name)
     model.tp_size, model.tp_interleaved = tp, stacked_rows(model)
     return model
-
-# %% ../nbs/08b_distributed.ipynb #bad5cfee
-def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, recompute: bool = False):
-    """One TP rank (for `run_ranks`): the replayed log-probs of `rollout` under `tensors` split over all ranks, and
-    the native-layout gradients of their masked sum (compare with one process: `single_replay`)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from looprl.hf import load_into
-    from looprl.models import build_model
-    m = load_into(build_model(cfg), tensors, "tensors"); m.recompute = recompute
-    tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
-    lp, grads = single_replay(m, rollout)
-    return lp, {n: native_rows(m, n, g.full_tensor() if hasattr(g, "full_tensor") else g) for n, g in grads.items()}
-
-def single_replay(model: LoopedLM, rollout: Rollout):
-    "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
-    from looprl.trainer import SequenceBatch, response_logprobs
-    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature)
-    lp = response_logprobs(model, b, b.temperature)
-    (lp * b.mask).sum().backward()
-    return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
 # %% ../nbs/08b_distributed.ipynb #0fce1b2d
 def _mesh(device):

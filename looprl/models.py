@@ -18,8 +18,7 @@ from . import kernels as K
 # %% auto #0
 __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
            'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention', 'LlamaAttention', 'GatedMLP', 'LlamaBlock',
-           'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights', 'decode_logits', 'engine_logits',
-           'replay_logits', 'recompute']
+           'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights', 'recompute']
 
 # %% ../nbs/02_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -380,37 +379,6 @@ def init_weights(model: LoopedLM, seed: int = 0, std: float | None = None, pertu
         p.fill_(constant)
         if perturb_norms: p.add_(0.1 * torch.randn(p.shape, generator=g, device=p.device, dtype=p.dtype))
     return model
-
-# %% ../nbs/02_models.ipynb #a12fee2e
-def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
-    "Logits [B,S,V] computed by prefilling `prefill` tokens, then decoding the rest one at a time."
-    B, S = ids.shape
-    cache = KVCache(model.cfg, B, S, dtype=next(model.parameters()).dtype, device=ids.device)
-    pos = torch.arange(S, device=ids.device).expand(B, S)
-    sl = lambda a, b: None if latents is None else latents[:, a:b]
-    out = [model.logits(model(ids[:, :prefill], pos[:, :prefill], sl(0, prefill), cache))]
-    for t in range(prefill, S):
-        out.append(model.logits(model(ids[:, t:t + 1], pos[:, t:t + 1], sl(t, t + 1), cache)))
-    return torch.cat(out, 1)
-
-# %% ../nbs/02_models.ipynb #71f16657
-def engine_logits(m, ids, P, lat=None, steps=6):
-    "Logits at positions P-1 … P+steps-2 as the engine gets them: one right-padded prefill, then one-token steps over all rows."
-    B, Pmax, rows = len(P), max(P), torch.arange(len(P))
-    pad = lambda t, i: torch.cat([t[i, :P[i]], torch.zeros_like(t[i, :Pmax - P[i]])])
-    cache, pos = KVCache(m.cfg, B, Pmax + steps), torch.arange(Pmax).expand(B, Pmax)
-    h = m(torch.stack([pad(ids, i) for i in rows]), pos, None if lat is None else torch.stack([pad(lat, i) for i in rows]), cache)
-    out, pos = [m.logits(h[rows, torch.tensor(P) - 1])], torch.tensor(P)
-    for _ in range(steps - 1):
-        h = m(ids[rows, pos][:, None], pos[:, None], None if lat is None else lat[rows, pos][:, None], cache)
-        out.append(m.logits(h[:, 0])); pos = pos + 1
-    return torch.stack(out, 1)
-
-def replay_logits(m, ids, P, lat=None, steps=6):
-    "The same logits as the trainer gets them: one forward per sequence."
-    L = lambda i: P[i] + steps - 1
-    return torch.stack([m.logits(m(ids[i:i + 1, :L(i)], latents=None if lat is None else lat[i:i + 1, :L(i)])[0, P[i] - 1:])
-                        for i in range(len(P))])
 
 # %% ../nbs/02_models.ipynb #e41d2cf3
 @contextmanager

@@ -18,7 +18,7 @@ from .data import EMBEDDED_DATA, HELDOUT_DATA
 from .registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
-from .verify import ENGINES
+from .engine import ENGINES
 from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
 
 # %% auto #0

@@ -25,12 +25,17 @@ __all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'PHASES', 'model_counts', 'lear
 GiB = 2**30
 
 def model_counts(cfg: LoopedConfig) -> dict:
-    "Unique trained parameters and buffer bytes of the actor and the critic, built on the meta device."
+    "Unique trained parameters, those read more than once a forward (looped or tied), and buffer bytes, per role."
     from looprl.models import build_model
     out = {}
     for role in ("actor", "critic"):
         m = build_model(cfg, role, device="meta")
-        out[role] = dict(params=sum(p.numel() for p in m.parameters()), buffer_bytes=sum(b.numel() * b.element_size() for b in m.buffers()))
+        names = {}
+        for n, p in m.named_parameters(remove_duplicate=False): names.setdefault(id(p), (p, []))[1].append(n)
+        looped = {id(p) for mod in m.weight_groups()["looped"] if mod is not None for p in mod.parameters()}
+        reused = sum(p.numel() for i, (p, ns) in names.items() if i in looped or len(ns) > 1)
+        out[role] = dict(params=sum(p.numel() for p in m.parameters()), reused=reused,
+                         buffer_bytes=sum(b.numel() * b.element_size() for b in m.buffers()))
     return out
 
 # %% ../nbs/09a_plan.ipynb #bf419969
@@ -57,11 +62,15 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
     trainer = {f"actor {k}": v for k, v in learner_bytes(counts["actor"]["params"], prec, o.trainer.optimizer).items()}
-    if o.algorithm != "grpo":
-        trainer.update({f"critic {k}": v for k, v in learner_bytes(counts["critic"]["params"], prec, o.trainer.optimizer).items()})
+    if o.algorithm != "grpo":                     # one learner steps at a time: the larger one's gradients
+        critic = learner_bytes(counts["critic"]["params"], prec, o.trainer.optimizer)
+        trainer.update({f"critic {k}": v for k, v in critic.items() if k != "gradients"})
+        trainer["gradients (actor or critic, one at a time)"] = max(trainer.pop("actor gradients"), critic["gradients"])
     rows = min(o.trainer.micro_batch_size, o.prompts_per_update * o.group_size // o.trainer.minibatches)
     seq = o.rollout.max_prompt_tokens + o.rollout.max_response_tokens
     trainer["activations"] = activation_bytes(cfg, rows, seq, prec, o.trainer.recompute)
+    reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm == "grpo" else ("actor", "critic")))
+    trainer["gradient sums of reused weights"] = (2 if prec == "fp16" else 4) * reused   # during the backward
     wb = 2 if prec == "fp16" else 4
     batch = max(o.prompts_per_update * o.group_size, 64 if o.eval_path is not None else 0)
     engine = {"engine weights": wb * counts["actor"]["params"],

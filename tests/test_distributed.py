@@ -3,8 +3,8 @@ import dataclasses, math, sys
 import pytest, torch, torch.distributed as dist
 from conftest import ROOT
 from looprl.config import load_config, tiny_config
-from looprl.distributed import (RankError, run_ranks, shard_model, count_collectives, build_sharded_trainer, full_tensors,
-                                tensor_parallel, tensor_parallel_replay, single_replay, LOOPED_PLANS)
+from looprl.distributed import RankError, run_ranks, shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
+from looprl.testing import count_collectives, tensor_parallel_replay, single_replay
 from looprl.hf import make_tiny_checkpoint, read_tensors, load_into, export_tensors, state_digest
 from looprl.models import build_model, init_weights
 from looprl.trainer import TrainSettings, build_trainer

@@ -1,6 +1,6 @@
 """The documentation site lists every chapter: each notebook in nbs/ has its entry in nbs/sidebar.yml (the sidebar is
 custom, so a notebook missing from it is missing from the site), and each entry names a notebook that exists."""
-import re
+import json, re
 from conftest import ROOT
 
 def sidebar_entries(text: str) -> list[str]:
@@ -54,3 +54,32 @@ def test_docs_workflow_strips_after_saving():
     text = (ROOT / ".github" / "workflows" / "docs.yml").read_text()
     save, strip, build = (text.find(s) for s in ("nbdev-test --n-workers 2 --save", "strip_execution_total.py", "nbdev-docs"))
     assert -1 < save < strip < build, (save, strip, build)
+
+
+# The results chapter and the tutorials are committed with what they show: their printed outputs and, for the results
+# chapter, its figures (the learning curves, the resume-equality runs, the decode timing).
+SHOWN = {"90_results.ipynb": 3, "t1_grpo_tutorial.ipynb": 0, "t2_new_family.ipynb": 0}   # notebook → figures at least
+
+def shown(nb: dict) -> tuple[int, int, int]:
+    "(code cells, code cells with an output, image outputs) of a notebook."
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and c["source"]]
+    return len(code), sum(bool(c.get("outputs")) for c in code), sum("image/png" in o.get("data", {}) for c in code for o in c.get("outputs", []))
+
+def missing_outputs(nbs_dir, wanted: dict) -> list[str]:
+    out = []
+    for name, figures in wanted.items():
+        code, with_output, images = shown(json.loads((nbs_dir / name).read_text()))
+        if with_output < code // 3: out.append(f"{name}: {with_output} of {code} code cells have an output")
+        if images < figures: out.append(f"{name}: {images} figures, {figures} expected")
+    return out
+
+def test_results_and_tutorials_carry_their_outputs():
+    assert missing_outputs(ROOT / "nbs", SHOWN) == []
+
+def test_a_notebook_without_outputs_is_caught(tmp_path):
+    for name in SHOWN:
+        nb = json.loads((ROOT / "nbs" / name).read_text())
+        for c in nb["cells"]:
+            if c["cell_type"] == "code": c["outputs"] = []
+        (tmp_path / name).write_text(json.dumps(nb))
+    assert len(missing_outputs(tmp_path, SHOWN)) == len(SHOWN) + 1      # each without outputs, the results without figures

@@ -12,7 +12,8 @@ CUDA = torch.cuda.is_available()
 def _checks(device: str):
     from looprl import kernels as K
     from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights, decode_logits, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
+    from looprl.models import build_model, init_weights, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
+    from looprl.testing import decode_logits
     from looprl.latents import sequence_latents
     assert K.fused_available(device)
     g = torch.Generator().manual_seed(0)
@@ -94,7 +95,8 @@ def test_direct_launch_same_bits_cuda(monkeypatch):
     "Kernels launched directly once compiled (kernels.launch) give the bits of the JIT launcher's launches, FP32 and FP16."
     from looprl import kernels as K
     from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights, decode_logits
+    from looprl.models import build_model, init_weights
+    from looprl.testing import decode_logits
     from looprl.latents import sequence_latents
     for dt in (torch.float32, torch.float16):
         cfg = tiny_config("huginn_raven")
