@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/tasks.html.md"""
 
 # %% ../nbs/05a_tasks.ipynb #d46d61e9
 from __future__ import annotations
-import argparse, hashlib, sys
+import argparse, hashlib, json, sys
 from fractions import Fraction
 from pathlib import Path
 from .atomic import atomic_write_text
@@ -51,26 +51,27 @@ def generator_seed(task: str, seed: int) -> int:
 class TaskError(ValueError):
     "A task that cannot be written as asked; the message names the task and why."
 
-def _generator(task: str, size: int, seed: int):
+def _generator(task: str, size: int, seed: int, config: dict | None = None):
     if task not in TASKS: raise TaskError(f"unknown task {task!r}; one of: {', '.join(sorted(TASKS))}")
     try: import reasoning_gym
     except ImportError: raise TaskError("reasoning-gym is not installed (pip install -e '.[tasks]')") from None
-    return reasoning_gym.create_dataset(task, size=size, seed=generator_seed(task, seed))
+    try: return reasoning_gym.create_dataset(task, size=size, seed=generator_seed(task, seed), **(config or {}))
+    except (TypeError, ValueError, AssertionError) as e: raise TaskError(f"{task} --config {config}: {e}") from None
 
 # %% ../nbs/05a_tasks.ipynb #91d35fe0
-def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instruction: str = "") -> list[dict]:
-    "`n` distinct questions of `task` in `split`, drawn with `seed`, as prompt/label rows; `instruction` follows each question."
+def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instruction: str = "", config: dict | None = None) -> list[dict]:
+    "`n` distinct questions of `task` in `split`, drawn with `seed`, as prompt/label rows; `instruction` follows each question;\n    `config`: the task's own settings (its difficulty)."
     if split not in ("train", "heldout"): raise TaskError(f"split {split!r}: one of train, heldout")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise TaskError(f"n must be an int ≥ 1, got {n!r}")
     limit = 64 + 40 * n                    # enough for n held-out questions (1 in 8) with room for repeats
-    ds, rows, seen = _generator(task, limit, seed), [], set()
+    ds, rows, seen = _generator(task, limit, seed, config), [], set()
     for i in range(limit):
         item = ds[i]
         q, label = item["question"], str(item["answer"]).strip()
         if split_of(task, q) != split or q in seen: continue
         if math_reward(label, label) != 1.0: raise TaskError(f"{task} item {i}: answer {label!r} is not graded by the math reward")
         seen.add(q)
-        rows.append(dict(prompt=q + instruction, label=label, task=task, seed=seed, index=i, split=split))
+        rows.append(dict(prompt=q + instruction, label=label, task=task, seed=seed, index=i, split=split) | ({"config": config} if config else {}))
         if len(rows) == n: return rows
     raise TaskError(f"{task}: only {len(rows)} distinct {split} questions among the first {limit} of seed {seed}; ask for fewer")
 
@@ -83,6 +84,13 @@ def _seed(text: str) -> int:
     if not text.isdigit(): raise argparse.ArgumentTypeError(f"must be an integer ≥ 0, got {text!r}")
     return int(text)
 
+def _setting(text: str) -> tuple:
+    "KEY=VALUE of --config; VALUE read as JSON (2, true, 0.5), else as a string."
+    key, eq, value = text.partition("=")
+    if not eq or not key.isidentifier(): raise argparse.ArgumentTypeError(f"must be KEY=VALUE, got {text!r}")
+    try: return key, json.loads(value)
+    except json.JSONDecodeError: return key, value
+
 # %% ../nbs/05a_tasks.ipynb #4cccde9c
 def main(argv=None):
     "Write N questions of a reasoning-gym task as a looprl prompt file (JSONL rows with prompt and label)."
@@ -93,11 +101,13 @@ def main(argv=None):
     ap.add_argument("--split", choices=("train", "heldout"), default="train", help="train, or held-out questions (never in train)")
     ap.add_argument("--out", required=True, help="the JSONL file to write")
     ap.add_argument("--instruction", default="", help="text appended to every question (say, how to state the answer)")
+    ap.add_argument("--config", type=_setting, action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the task's generator (say min_terms=2); repeatable")
     args = ap.parse_args(argv)
     try:
         with refuse_bad_input("data", args.out):
             if not Path(args.out).parent.is_dir(): raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
-            rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction)
+            rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction, dict(args.config))
             atomic_write_text(args.out, jsonl_text(rows))
     except KeyboardInterrupt: fail("data", f"interrupted; {args.out} was not written", 130)
     print(f"{args.out}: {len(rows)} {args.split} questions of {args.task} (seed {args.seed})")
