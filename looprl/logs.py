@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/logs.html.md"""
 
 # %% ../nbs/11b_logs.ipynb #e123e114
 from __future__ import annotations
-import html, importlib.util, json, os, secrets, struct
+import html, importlib.util, json, os, secrets, struct, time
 from itertools import takewhile
 from pathlib import Path
 import numpy as np
@@ -123,13 +123,19 @@ class WandbLog(RunLog):
                              settings=wandb.Settings(silent=True, console="off", disable_git=True, save_code=False,
                                                      x_disable_stats=True, x_disable_machine_info=True,
                                                      x_sync_dir_suffix=f"part{self.part:04d}"))
+        self.sync_file = Path(self.wb.settings.sync_file)
 
     def ready(self, lines): return durable_lines(self.run, lines)
     def scalars(self, step, values): self.wb.log(values, step=step)
     def histograms(self, step, values): self.wb.log({k: self.wandb.Histogram(v) for k, v in values.items()}, step=step)
     def text(self, step, name, text): self.wb.log({name: self.wandb.Html(f"<pre>{html.escape(text)}</pre>")}, step=step)
     def flush(self): atomic_write_text(self.state_file, json.dumps(dict(id=self.id, lines=self.seen, parts=self.part)))
-    def finish(self): self.wb.finish()
+    def finish(self):
+        "End the W&B run and wait (30 s at most) until its record log is complete: `finish` can return before W&B's writer is done."
+        self.wb.finish()
+        for _ in range(600):
+            if _complete(self.sync_file): return
+            time.sleep(0.05)
 
 # %% ../nbs/11b_logs.ipynb #124edc9a
 def _log_chunks(data: bytes, block: int = 32768):
@@ -153,17 +159,22 @@ def _history_row(items) -> dict:
         d[last] = json.loads(i.value_json)
     return row
 
+def _records(path: Path) -> list:
+    "The `Record`s of a W&B run file."
+    from wandb.proto.wandb_internal_pb2 import Record
+    data = Path(path).read_bytes()
+    if data[:4] != b":W&B": raise ValueError(f"{path}: not a W&B run file")
+    return [Record.FromString(chunk) for chunk in _log_chunks(data)]
+
+def _complete(path: Path) -> bool:
+    "Whether a W&B run file ends with its exit record (its writer is done)."
+    try: return path.exists() and _records(path)[-1].WhichOneof("record_type") == "exit"
+    except Exception: return False                      # a record still being written
+
 def wandb_history(run_dir) -> list[dict]:
     "Every history row of the run's offline W&B files, oldest process first: {key: value}, with W&B's `_step`."
-    from wandb.proto.wandb_internal_pb2 import Record
-    rows = []
-    for f in sorted((Path(run_dir) / "wandb").glob("offline-run-*-part*/run-*.wandb"), key=lambda f: f.parent.name[-4:]):
-        if f.read_bytes()[:4] != b":W&B": raise ValueError(f"{f}: not a W&B run file")
-        for data in _log_chunks(f.read_bytes()):
-            r = Record(); r.ParseFromString(data)
-            if r.WhichOneof("record_type") == "history":
-                rows.append(_history_row(r.history.item))
-    return rows
+    files = sorted((Path(run_dir) / "wandb").glob("offline-run-*-part*/run-*.wandb"), key=lambda f: f.parent.name[-4:])
+    return [_history_row(r.history.item) for f in files for r in _records(f) if r.WhichOneof("record_type") == "history"]
 
 # %% ../nbs/11b_logs.ipynb #d10f7ebb
 LOG_BACKENDS = dict(tensorboard=TensorBoardLog, wandb=WandbLog)
