@@ -40,11 +40,14 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch)
     cases = {("chain_sum", "--n", "0", "--out", str(out)): "argument --n: must be an integer ≥ 1, got '0'",
              ("chain_sum", "--n", "4", "--seed", "x", "--out", str(out)): "argument --seed: must be an integer ≥ 0, got 'x'",
              ("chain_sum", "--n", "4"): "the following arguments are required: --out",
+             ("chain_sum", "--n", "4", "--config", "terms", "--out", str(out)): "argument --config: must be KEY=VALUE, got 'terms'",
+             ("chain_sum", "--n", "4", "--config", "terms=2", "--out", str(out)): "chain_sum --config {'terms': 2}: ",
              ("chain_sum", "--n", "4", "--out", str(tmp_path / "no" / "x.jsonl")): f"no folder {tmp_path / 'no'}",
              ("gcd", "--n", "3", "--out", str(out)): "gcd: only 1 distinct train questions among the first 184 of seed 0; ask for fewer"}
     same = next(q for q in (f"{a} + 1 =" for a in range(99)) if split_of("gcd", q) == "train")
-    monkeypatch.setattr(tasks, "_generator", lambda task, size, seed: [dict(question=same, answer=1)] * size)   # a task of one question
+    one_question = lambda task, size, seed, config: [dict(question=same, answer=1)] * size      # a task of one question
     for args, says in cases.items():
+        if args[0] == "gcd": monkeypatch.setattr(tasks, "_generator", one_question)
         with pytest.raises(SystemExit) as e: main(list(args))
         err = capsys.readouterr().err
         assert e.value.code == 2 and err.startswith("looprl.data: ") and says in err and err.count("\n") == 1, (args, err)
