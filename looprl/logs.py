@@ -133,8 +133,8 @@ class WandbLog(RunLog):
     def finish(self):
         "End the W&B run and wait (30 s at most) until its record log is complete: `finish` can return before W&B's writer is done."
         self.wb.finish()
-        for _ in range(600):
-            if _complete(self.sync_file): return
+        for _ in range(600):                                   # no file at all: WANDB_MODE=disabled
+            if not self.sync_file.exists() or _complete(self.sync_file): return
             time.sleep(0.05)
 
 # %% ../nbs/11b_logs.ipynb #124edc9a
