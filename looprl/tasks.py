@@ -11,7 +11,6 @@ from fractions import Fraction
 from pathlib import Path
 from .atomic import atomic_write_text
 from .cli import command_parser, fail, refuse_bad_input
-from .data import jsonl_text
 from .rewards import math_reward
 
 # %% auto #0
@@ -108,6 +107,6 @@ def main(argv=None):
         with refuse_bad_input("data", args.out):
             if not Path(args.out).parent.is_dir(): raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
             rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction, dict(args.config))
-            atomic_write_text(args.out, jsonl_text(rows))
+            atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
     except KeyboardInterrupt: fail("data", f"interrupted; {args.out} was not written", 130)
     print(f"{args.out}: {len(rows)} {args.split} questions of {args.task} (seed {args.seed})")
