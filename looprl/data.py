@@ -17,7 +17,8 @@ __all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA'
            'ARITHMETIC_SEED', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'TINY_ALPHABET', 'TINY_VOCAB',
            'DataError', 'load_prompts', 'file_sha256', 'PromptCursor', 'arithmetic_question', 'all_arithmetic',
            'arithmetic_splits', 'jsonl_text', 'write_splits', 'build_char_tokenizer', 'encode_prompt',
-           'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts']
+           'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts',
+           'main']
 
 # %% ../nbs/05_data.ipynb #9799c852
 class DataError(ValueError):
@@ -213,3 +214,11 @@ def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) ->
         if not ids: raise DataError(f"{path}:{lines[i]}: field 'prompt' encodes to no tokens")
         out.append(ids)
     return out
+
+# %% ../nbs/05_data.ipynb #913e07b0
+def main(argv=None):
+    "`python -m looprl.data <task> --n N --seed S --out FILE.jsonl`: see `looprl.tasks.main`."
+    from looprl.tasks import main as write_task
+    write_task(argv)
+
+if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

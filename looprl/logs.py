@@ -1,4 +1,4 @@
-"""A run's metrics, held-out accuracy, timings, per-update histograms and decoded samples as TensorBoard event files.
+"""A run's metrics, held-out accuracy, timings, per-update histograms and decoded samples as TensorBoard event files or a W&B run.
 
 Docs: https://looprl.github.io/looprl/logs.html.md"""
 
@@ -6,18 +6,21 @@ Docs: https://looprl.github.io/looprl/logs.html.md"""
 
 # %% ../nbs/11b_logs.ipynb #e123e114
 from __future__ import annotations
-import importlib.util, json
+import html, importlib.util, json, os, secrets, struct, time
+from itertools import takewhile
 from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
+from .atomic import atomic_write_text
 from .cli import UsageError
-from .state import read_metrics
+from .state import latest_checkpoint, read_metrics
 
 # %% auto #0
-__all__ = ['LOG_TARGETS', 'check_log_targets', 'flat_scalars', 'rollout_values', 'samples_text', 'TensorBoardLog', 'RunLogs']
+__all__ = ['LOG_TARGETS', 'LOG_BACKENDS', 'check_log_targets', 'flat_scalars', 'rollout_values', 'samples_text', 'RunLog',
+           'TensorBoardLog', 'durable_lines', 'WandbLog', 'wandb_history', 'RunLogs']
 
 # %% ../nbs/11b_logs.ipynb #2810d108
-LOG_TARGETS = ("tensorboard",)
+LOG_TARGETS = ("tensorboard", "wandb")
 
 def check_log_targets(targets) -> None:
     "Refuse an unknown `--log-to` target, or one whose package is not installed, with one line naming it."
@@ -51,43 +54,136 @@ def samples_text(record: dict, n: int = 4) -> str:
                        for c in record["completions"][:n])
 
 # %% ../nbs/11b_logs.ipynb #14d39c95
-class TensorBoardLog:
-    "Event files in `<run>/tensorboard`, written from the run's metrics lines and rollout records; `start`: the first update of this process."
-    def __init__(self, run_dir, start: int = 0):
-        from torch.utils.tensorboard import SummaryWriter
-        self.run = Path(run_dir)
-        self.writer = SummaryWriter(str(self.run / "tensorboard"), purge_step=start or None)
-        self.seen = len(read_metrics(self.run))
+class RunLog:
+    "An experiment log written from a run directory's records; `seen`: how many metrics lines it already holds."
+    def __init__(self, run_dir, seen: int): self.run, self.seen = Path(run_dir), seen
+
+    def ready(self, lines: list) -> list:
+        "The metrics lines this log may write now (all of them; a backend that cannot retract a step holds some back)."
+        return lines
 
     def sync(self) -> int:
-        "Write the metrics lines added since the last sync (and their updates' distributions); how many."
-        lines = read_metrics(self.run)
+        "Write the ready metrics lines added since the last sync (and their updates' distributions); how many."
+        lines = self.ready(read_metrics(self.run))
         for line in lines[self.seen:]: self.write(line)
-        n, self.seen = len(lines) - self.seen, len(lines)
-        self.writer.flush()
+        n, self.seen = max(len(lines) - self.seen, 0), max(len(lines), self.seen)
+        self.flush()
         return n
 
-    def close(self): self.writer.close()
+    def close(self): self.sync(); self.finish()
 
 # %% ../nbs/11b_logs.ipynb #695f5e73
 @patch
-def write(self: TensorBoardLog, line: dict):
+def write(self: RunLog, line: dict):
     "One metrics line: its scalars; for an update, its rollout record's histograms and samples."
     u, group = line["update"], "heldout" if line["kind"] == "heldout" else "update"
-    for name, v in flat_scalars(line).items(): self.writer.add_scalar(f"{group}/{name}", v, u)
+    self.scalars(u, {f"{group}/{name}": v for name, v in flat_scalars(line).items()})
     rec = self.run / "rollouts" / f"update-{u:06d}.json"
     if group != "update" or not rec.exists(): return
     record = json.loads(rec.read_text())
-    for name, vs in rollout_values(record).items():
-        if vs: self.writer.add_histogram(f"update/{name}", np.asarray(vs, dtype=np.float64), u)
-    self.writer.add_text("update/samples", samples_text(record), u)
+    self.histograms(u, {f"update/{name}": np.asarray(vs, dtype=np.float64) for name, vs in rollout_values(record).items() if vs})
+    self.text(u, "update/samples", samples_text(record))
+
+# %% ../nbs/11b_logs.ipynb #9527279d
+class TensorBoardLog(RunLog):
+    "Event files in `<run>/tensorboard`; `start`: the first update of this process (later events of earlier ones are purged)."
+    def __init__(self, run_dir, start: int = 0):
+        from torch.utils.tensorboard import SummaryWriter
+        super().__init__(run_dir, len(read_metrics(Path(run_dir))))
+        self.writer = SummaryWriter(str(self.run / "tensorboard"), purge_step=start or None)
+
+    def scalars(self, step, values):
+        for k, v in values.items(): self.writer.add_scalar(k, v, step)
+    def histograms(self, step, values):
+        for k, v in values.items(): self.writer.add_histogram(k, v, step)
+    def text(self, step, name, text): self.writer.add_text(name, text, step)
+    def flush(self): self.writer.flush()
+    def finish(self): self.writer.close()
+
+# %% ../nbs/11b_logs.ipynb #1a491405
+def durable_lines(run_dir, lines: list) -> list:
+    "The leading metrics lines a resume keeps (as `loop.kept_line` does at the latest checkpoint's next update)."
+    ck = latest_checkpoint(Path(run_dir))
+    done = json.loads((ck / "loop.json").read_text())["next_update"] if ck else 0
+    keep = lambda l: l["update"] < done or (l["update"] == done and l["kind"] == "heldout" and l.get("final"))
+    return list(takewhile(keep, lines))
+
+# %% ../nbs/11b_logs.ipynb #9a86ee63
+class WandbLog(RunLog):
+    "A W&B run in `<run>/wandb` (offline unless WANDB_MODE says otherwise), one per looprl run across resumes."
+    def __init__(self, run_dir, start: int = 0):
+        import wandb
+        self.wandb, self.state_file = wandb, Path(run_dir) / "wandb" / "looprl.json"
+        st = json.loads(self.state_file.read_text()) if self.state_file.exists() else dict(id=secrets.token_hex(6), lines=0, parts=0)
+        super().__init__(run_dir, st["lines"])
+        self.id, self.part = st["id"], st["parts"] + 1       # this process's part: its offline folder's suffix
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        self.wb = wandb.init(project="looprl", name=self.run.name, id=self.id, resume="allow", dir=str(self.run),
+                             mode=os.environ.get("WANDB_MODE", "offline"),
+                             settings=wandb.Settings(silent=True, console="off", disable_git=True, save_code=False,
+                                                     x_disable_stats=True, x_disable_machine_info=True,
+                                                     x_sync_dir_suffix=f"part{self.part:04d}"))
+        self.sync_file = Path(self.wb.settings.sync_file)
+
+    def ready(self, lines): return durable_lines(self.run, lines)
+    def scalars(self, step, values): self.wb.log(values, step=step)
+    def histograms(self, step, values): self.wb.log({k: self.wandb.Histogram(v) for k, v in values.items()}, step=step)
+    def text(self, step, name, text): self.wb.log({name: self.wandb.Html(f"<pre>{html.escape(text)}</pre>")}, step=step)
+    def flush(self): atomic_write_text(self.state_file, json.dumps(dict(id=self.id, lines=self.seen, parts=self.part)))
+    def finish(self):
+        "End the W&B run and wait (30 s at most) until its record log is complete: `finish` can return before W&B's writer is done."
+        self.wb.finish()
+        for _ in range(600):                                   # no file at all: WANDB_MODE=disabled
+            if not self.sync_file.exists() or _complete(self.sync_file): return
+            time.sleep(0.05)
+
+# %% ../nbs/11b_logs.ipynb #124edc9a
+def _log_chunks(data: bytes, block: int = 32768):
+    "The records of a LevelDB-format log after W&B's 7-byte file header: chunks joined (FULL=1, FIRST=2, MIDDLE=3, LAST=4)."
+    pos, part = 7, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        n, kind = struct.unpack_from("<HB", data, pos + 4) if left >= 7 else (0, 0)
+        if kind == 0: pos += left; continue                      # block trailer or padding
+        chunk, pos = data[pos + 7:pos + 7 + n], pos + 7 + n
+        part = chunk if kind in (1, 2) else part + chunk
+        if kind in (1, 4): yield part
+
+def _history_row(items) -> dict:
+    "A history record's items as a dict; a media value's fields (nested keys) gathered under its name."
+    row = {}
+    for i in items:
+        *path, last = list(i.nested_key) or [i.key]
+        d = row
+        for k in path: d = d.setdefault(k, {})
+        d[last] = json.loads(i.value_json)
+    return row
+
+def _records(path: Path) -> list:
+    "The `Record`s of a W&B run file."
+    from wandb.proto.wandb_internal_pb2 import Record
+    data = Path(path).read_bytes()
+    if data[:4] != b":W&B": raise ValueError(f"{path}: not a W&B run file")
+    return [Record.FromString(chunk) for chunk in _log_chunks(data)]
+
+def _complete(path: Path) -> bool:
+    "Whether a W&B run file ends with its exit record (its writer is done)."
+    try: return path.exists() and _records(path)[-1].WhichOneof("record_type") == "exit"
+    except Exception: return False                      # a record still being written
+
+def wandb_history(run_dir) -> list[dict]:
+    "Every history row of the run's offline W&B files, oldest process first: {key: value}, with W&B's `_step`."
+    files = sorted((Path(run_dir) / "wandb").glob("offline-run-*-part*/run-*.wandb"), key=lambda f: f.parent.name[-4:])
+    return [_history_row(r.history.item) for f in files for r in _records(f) if r.WhichOneof("record_type") == "history"]
 
 # %% ../nbs/11b_logs.ipynb #d10f7ebb
+LOG_BACKENDS = dict(tensorboard=TensorBoardLog, wandb=WandbLog)
+
 class RunLogs:
     "The run's experiment logs (`--log-to`), each synced from the run directory; no targets: does nothing."
     def __init__(self, run_dir, targets, start: int = 0):
         check_log_targets(targets)
-        self.logs = [TensorBoardLog(run_dir, start) for t in targets or () if t == "tensorboard"]
+        self.logs = [LOG_BACKENDS[t](run_dir, start) for t in targets or ()]
     def sync(self):
         for l in self.logs: l.sync()
     def close(self):

@@ -69,7 +69,7 @@ class RunOptions:
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
-    log_to: list = field(default_factory=list)  # experiment logs: tensorboard (pip install -e ".[tensorboard]")
+    log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
 
