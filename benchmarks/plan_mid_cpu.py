@@ -1,5 +1,5 @@
 """The plan's trainer figures against the measured peak resident memory of one GRPO training step on the CPU, at the
-mid size of benchmarks/gpu/make_checkpoints.py (random weights), FP32, SGD, one micro-batch of ROWS sequences of
+mid size of benchmarks/gpu/make_checkpoints.py (random weights), FP32, SGD, one optimizer step of one micro-batch of ROWS sequences of
 PROMPT + RESPONSE tokens, recompute off and on. Each case runs in a fresh process: the peak RSS after the step minus the
 RSS once the trainer is built is compared with the plan's gradients + optimizer + activations + the gradient sums of
 the reused (looped and tied) weights.
@@ -17,7 +17,7 @@ def case(model_dir: str, recompute: bool) -> dict:
     from looprl.plan import learner_bytes, activation_bytes, model_counts
     torch.set_num_threads(2)
     cfg = load_config(model_dir)
-    s = TrainSettings(algorithm="grpo", precision="fp32", optimizer="sgd", micro_batch_size=ROWS, recompute=recompute)
+    s = TrainSettings(algorithm="grpo", precision="fp32", optimizer="sgd", micro_batch_size=ROWS, minibatches=1, recompute=recompute)
     t = build_trainer(model_dir, s)
     rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     with open("/proc/self/status") as f: now = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))

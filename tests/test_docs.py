@@ -58,7 +58,7 @@ def test_docs_workflow_strips_after_saving():
 
 # The results chapter and the tutorials are committed with what they show: their printed outputs and, for the results
 # chapter, its figures (the learning curves, the resume-equality runs, the decode timing).
-SHOWN = {"90_results.ipynb": 3, "t1_grpo_tutorial.ipynb": 0, "t2_new_family.ipynb": 0}   # notebook → figures at least
+SHOWN = {"90_results.ipynb": 3, "t1_grpo_tutorial.ipynb": 0, "t2_new_family.ipynb": 0, "t3_reasoning_gym.ipynb": 0}   # notebook → figures at least
 
 def shown(nb: dict) -> tuple[int, int, int]:
     "(code cells, code cells with an output, image outputs) of a notebook."
