@@ -10,7 +10,7 @@ from contextlib import nullcontext
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from ..config import ASSETS, ConfigError, LLAMA_SIZE_KEYS, LoopedConfig, config_value, llama_fields
-from ..models import GatedMLP, Linear, LoopedDecoder, LoopedLM, PlaneAttention, _attend, attention, rope_half
+from ..models import GatedMLP, Linear, LoopedDecoder, LoopedLM, PlaneAttention, attention, rope_half
 from ..registry import Family
 
 # %% auto #0
@@ -84,10 +84,12 @@ class GatedAttention(PlaneAttention):
     def output(self, o): return self.o_proj(o)
     def forward(self, x, ctx, plane):
         q, k, v, _ = self.project(x)
-        if ctx.cache is None and ctx.mask is not None:     # the replay under a PrefixLM mask
-            q, k = self.rope(q, ctx.cos, ctx.sin), self.rope(k, ctx.cos, ctx.sin)
-            o = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), ctx.mask).transpose(1, 2).flatten(2)
-        else: o = _attend(q, k, v, ctx, plane, self.rope)
+        q, k = self.rope(q, ctx.cos, ctx.sin).transpose(1, 2), self.rope(k, ctx.cos, ctx.sin).transpose(1, 2)
+        v = v.transpose(1, 2)
+        if ctx.cache is not None:
+            k, v = ctx.cache.write(plane, k, v, ctx.positions)
+            k, v = k[:, :, :ctx.keys], v[:, :, :ctx.keys]
+        o = attention(q, k, v, ctx.mask).transpose(1, 2).flatten(2)      # ctx.mask None: causal
         return self.output(torch.sigmoid(self.gate_proj(x)) * o)
 
 # %% ../../nbs/02e_hrm_text.ipynb #e2a0000d
@@ -123,6 +125,7 @@ class HrmTextLM(LoopedLM):
         self.model.z_L_init = nn.Parameter(torch.zeros(E), requires_grad=False)
         self._head_init()
         self._rope = {}
+        self.fused_decode = False           # looprl.kernels' fused decode step has no gate projection
 
     rope_angles = LoopedDecoder.rope_angles
     def embed(self, input_ids): return self.model.embed_tokens(input_ids) * self.shape["embedding_scale"]
@@ -165,5 +168,4 @@ def weight_groups(self: HrmTextLM):
 
 # %% ../../nbs/02e_hrm_text.ipynb #e2a0001c
 FAMILY = Family(name="hrm_text", parse=hrm_text_fields, provider=HrmTextLM, depth_key="H_cycles", default_precision="fp32",
-                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"hrm-text-1b": "hrm-text-1b.json"},
-                embedded=ASSETS / "tiny-hrm-text")
+                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"hrm-text-1b": "hrm-text-1b.json"})
