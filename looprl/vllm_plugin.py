@@ -116,8 +116,9 @@ def patch_sampler(sampler):
 
 # %% ../nbs/04c_vllm_plugin.ipynb #0f9b3aaa
 def architectures() -> dict[str, str]:
-    "Family → the architecture name its config.json declares (`architectures[0]` of the family's tiny preset)."
-    return {n: get_family(n).tiny["architectures"][0] for n in family_names() if get_family(n).tiny.get("architectures")}
+    "Family → the architecture name its config.json declares (`architectures[0]` of its tiny preset); PrefixLM ones: vLLM's own."
+    return {n: get_family(n).tiny["architectures"][0] for n in family_names()
+            if get_family(n).tiny.get("architectures") and not get_family(n).provider.prefix_lm}
 
 def register():
     "The `vllm.general_plugins` entry point: looprl's config and model classes, and the seed patch (vLLM 0.32.0 only)."

@@ -69,7 +69,8 @@ def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], model: L
 
 def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
     "Mean cross-entropy of the response tokens under teacher forcing."
-    logits = model.logits(model(ids, latents=lat))
+    kw = dict(prompt_lens=(tgt != -100).int().argmax(1) + 1) if model.prefix_lm else {}   # PrefixLM: the prompt both ways
+    logits = model.logits(model(ids, latents=lat, **kw))
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
 
 # %% ../nbs/03c_warmstart.ipynb #1716dadb

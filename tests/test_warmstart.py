@@ -7,7 +7,7 @@ from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = ROOT / "looprl" / "assets"
-DIRS = {"huginn_raven": "tiny-huginn", "ouro": "tiny-ouro", "nanbeige": "tiny-nanbeige"}
+DIRS = {"huginn_raven": "tiny-huginn", "ouro": "tiny-ouro", "nanbeige": "tiny-nanbeige", "hrm_text": "tiny-hrm-text"}
 
 def warmstart(*args):
     return run_cli("looprl.warmstart", *args)

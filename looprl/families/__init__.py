@@ -1,5 +1,5 @@
 "The families looprl ships, registered in this order (Huginn first: the default). Each module declares one `Family`."
 from ..registry import register
-from . import huginn, ouro, nanbeige
+from . import huginn, ouro, nanbeige, hrm_text
 
-for _module in (huginn, ouro, nanbeige): register(_module.FAMILY)
+for _module in (huginn, ouro, nanbeige, hrm_text): register(_module.FAMILY)
