@@ -18,6 +18,7 @@ from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text
 from .latents import environment_fingerprint, check_trace
+from .exits import ExitRule, exit_contract
 from .records import Request, Completion, Rollout
 from .rewards import load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings
@@ -128,7 +129,7 @@ def prepare(o: RunOptions) -> Prepared:
         engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine), reward=reward_identity(o.reward),
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=r.max_prompt_tokens),
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=r.max_response_tokens,
-                     temperature=r.temperature),
+                     temperature=r.temperature, **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
@@ -196,7 +197,8 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
+                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids),
+                                exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode))
     return reqs
 
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
@@ -209,7 +211,8 @@ def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], ver
             raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed {version}")
         if len(c.logprobs) != len(c.tokens): raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
-                    engine_revision=p.contract["engine_revision"], environment=p.contract["environment"])
+                    engine_revision=p.contract["engine_revision"], environment=p.contract["environment"],
+                    adaptive=ExitRule(r.exit_threshold, r.exit_mode).adaptive)
 
 class RunFailed(RuntimeError):
     "The run stopped on a condition it must not train through; printed as one line, exit status 1."
@@ -267,7 +270,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("train")
     rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
                       logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
-                      temperature=o.rollout.temperature)
+                      temperature=o.rollout.temperature, depths=[c.depths for c in comps],
+                      exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
     res = pl.trainer.train(rollout, G)
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
