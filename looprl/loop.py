@@ -17,7 +17,7 @@ from .cli import UsageError          # bad input: one line, exit status 2 (also 
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text
-from .latents import environment_fingerprint, check_trace
+from .latents import environment_fingerprint, check_trace, TraceMismatch
 from .exits import ExitRule, exit_contract
 from .records import Request, Completion, Rollout
 from .rewards import load_reward, reward_identity, score_completion, RewardError
@@ -272,7 +272,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
                       temperature=o.rollout.temperature, depths=[c.depths for c in comps],
                       exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
-    res = pl.trainer.train(rollout, G)
+    try: res = pl.trainer.train(rollout, G)
+    except TraceMismatch as e: raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.exits
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
                  prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,
