@@ -239,7 +239,8 @@ def eval_due(o: RunOptions, u: int) -> bool:
 def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
-    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens)
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens,
+                    exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
