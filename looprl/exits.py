@@ -86,7 +86,7 @@ class PlaneFreeze:
         self.planes[plane] = (k, v)
         return k, v
 
-# %% ../nbs/04d_exits.ipynb #58ed5224
+# %% ../nbs/04d_exits.ipynb #755deb9d
 @contextmanager
 def _plain_decode(model):
     "The fused decode kernels write the cache directly: a loop with exits runs the plain path."
@@ -96,18 +96,24 @@ def _plain_decode(model):
 
 def loop_with_exits(model, input_ids, positions, cache, after_step) -> None:
     """Ouro's loop (`LoopedDecoder.loop_states`) where positions leave: `after_step(t, h_t)` returns bool [B, S], the
-    positions whose last step was t; from step t + 1 on, their KV planes take their step-t KV (`PlaneFreeze`)."""
-    B, S = input_ids.shape
-    freeze, L = PlaneFreeze(cache, model.cfg.n_core, S), model.cfg.n_core
-    if positions is None: positions = torch.arange(S, device=input_ids.device).expand(B, S)
-    with _plain_decode(model): ctx = model._ctx(input_ids, positions, freeze)
-    h, done = model.embed(input_ids), None
-    for step in range(model.cfg.depth):
-        freeze.frozen = done
-        for j, blk in enumerate(model.model.layers): h = model._run(blk, h, ctx, step * L + j)
-        h = model.model.norm(h)
-        last = after_step(step, h)
-        done = last if done is None else done | last
+    positions whose last step was t; from step t + 1 on, their KV planes take their step-t KV (`PlaneFreeze`). It runs
+    inside the model's own forward (in place of `loop_states`), so a sharded model (FSDP2) gathers its weights as usual."""
+    def loop(ids, pos, kv):
+        B, S = ids.shape
+        freeze, L = PlaneFreeze(kv, model.cfg.n_core, S), model.cfg.n_core
+        if pos is None: pos = torch.arange(S, device=ids.device).expand(B, S)
+        with _plain_decode(model): ctx = model._ctx(ids, pos, freeze)
+        h, done = model.embed(ids), None
+        for step in range(model.cfg.depth):
+            freeze.frozen = done
+            for j, blk in enumerate(model.model.layers): h = model._run(blk, h, ctx, step * L + j)
+            h = model.model.norm(h)
+            last = after_step(step, h)
+            done = last if done is None else done | last
+        return [h]
+    model.loop_states = loop             # an instance attribute: this forward's loop
+    try: model(input_ids, positions, None, cache)
+    finally: del model.loop_states
 
 # %% ../nbs/04d_exits.ipynb #660ed4d7
 class ExitTracker:
@@ -185,7 +191,7 @@ def decode(self: ExitRun, tok, pos: list, seeds_d, temps_d, cache):
     tok, lp = sample_tokens(self.model.logits(h), seeds_d, pos_d + 1, temps_d)
     return tok, self.took(lp, torch.arange(B, device=dev), torch.zeros(B, dtype=torch.int64, device=dev))
 
-# %% ../nbs/04d_exits.ipynb #5151be33
+# %% ../nbs/04d_exits.ipynb #556b7fb6
 def exit_run(engine, reqs, seeds) -> ExitRun | None:
     "The batch's ExitRun, or None when every request runs Ouro's full depth (today's path, untouched)."
     rules = [ExitRule(float(getattr(r, "exit_threshold", 1.0)), getattr(r, "exit_mode", "threshold")) for r in reqs]
