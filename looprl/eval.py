@@ -89,10 +89,10 @@ def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, r
     sampled = [scores[q * per + 1:(q + 1) * per] for q in range(len(labels))]
     statuses = {}
     for r in results: statuses[r.status] = statuses.get(r.status, 0) + 1
-    depths = [d for c in comps for d in c.depths]
+    depths = [d for c in comps for d in getattr(c, "depths", ())]          # each generated token's loop count
     return dict(**accuracies(greedy, sampled), questions=len(labels), samples=spec.samples, temperature=spec.temperature,
                 seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps), reward_statuses=statuses,
-                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode, mean_exit_depth=sum(depths) / max(len(depths), 1))
+                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode, mean_exit_depth=sum(depths) / len(depths) if depths else None)
 
 def summary_line(r: dict) -> str:
     "One line for a terminal."
