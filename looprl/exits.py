@@ -191,7 +191,7 @@ def decode(self: ExitRun, tok, pos: list, seeds_d, temps_d, cache):
     tok, lp = sample_tokens(self.model.logits(h), seeds_d, pos_d + 1, temps_d)
     return tok, self.took(lp, torch.arange(B, device=dev), torch.zeros(B, dtype=torch.int64, device=dev))
 
-# %% ../nbs/04d_exits.ipynb #0956bd0e
+# %% ../nbs/04d_exits.ipynb #556b7fb6
 def exit_run(engine, reqs, seeds) -> ExitRun | None:
     "The batch's ExitRun, or None when every request runs Ouro's full depth (today's path, untouched)."
     rules = [ExitRule(float(getattr(r, "exit_threshold", 1.0)), getattr(r, "exit_mode", "threshold")) for r in reqs]
@@ -261,11 +261,13 @@ def check(self: ExitReplay, tracker: ExitTracker, pred_idx, mask):
         raise TraceMismatch(f"completion {self.index[i]}: token {k}: recorded exit depth {int(d[i, k])}, but the replayed gate "
                             f"exits at depth {own} (level {float(lv[i, k]):.6g})")
 
-# %% ../nbs/04d_exits.ipynb #deed98e0
+# %% ../nbs/04d_exits.ipynb #d4046ca5
 @patch
 def hidden(self: ExitReplay, model, b):
     """The states at the positions that predict each response token, [n, R, E], replaying the recorded depths; the
     actor's replay without gradients (under the behaviour policy's weights) also checks them against its own gate."""
+    if not hasattr(getattr(model, "model", None), "early_exit_gate"):
+        raise ValueError(f"{type(model).__name__}: adaptive exit replays on looprl's Ouro provider (the torch backend) only")
     tr = ExitTracker(model, self.levels, self.q, self.sample, run_depths=self.run, read_depths=self.read)
     loop_with_exits(model, b.ids, None, None, tr.after_step)
     if model.role == "actor" and not torch.is_grad_enabled(): self.check(tr, b.pred_idx, b.mask)
