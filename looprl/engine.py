@@ -206,10 +206,11 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
     ex, prefill = exit_run(self, reqs, seeds_d), (ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax))
-    h = self.model(*prefill, lat, _cache_rows(self.cache, B)) if ex is None else ex.forward(*prefill, _cache_rows(self.cache, B), full=True)
+    rows_kv = _cache_rows(self.cache, B)
+    h = self.model(*prefill, lat, rows_kv) if ex is None else ex.forward(*prefill, rows_kv, full=True)
     rows, at = torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1
     tok, lp = sample_tokens(self.model.logits(h[rows, at]), seeds_d, at + 1, temps_d)
-    if ex is not None: lp = ex.took(lp, rows, at)   # looprl.exits: the token's exit depth (and exit log-prob in sample mode)
+    if ex is not None: lp = ex.took(lp, rows, at)   # looprl.exits: the token's depth (and exit log-prob, sample mode)
     self.stats["prefills"] += 1
     # decode: the host keeps the schedule (positions, which rows are done); the device keeps tokens and log-probs
     pos, active, length = list(P), [True] * B, [0] * B
@@ -221,7 +222,8 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
         for i in range(B):
             if active[i] and (t[i] in stops[i] or step + 1 == limit[i]): active[i], length[i] = False, step + 1
         if not any(active): break
-        tok, lp = self._step(tok, pos, seeds, seeds_d, temps_d) if ex is None else ex.decode(tok, pos, seeds_d, temps_d, _cache_rows(self.cache, B))
+        if ex is None: tok, lp = self._step(tok, pos, seeds, seeds_d, temps_d)
+        else: tok, lp = ex.decode(tok, pos, seeds_d, temps_d, _cache_rows(self.cache, B))
         pos = [p + a for p, a in zip(pos, active)]
     toks, lps = torch.stack(toks, 1).tolist(), torch.stack(lps, 1).tolist()
     out = []

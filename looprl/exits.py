@@ -20,12 +20,12 @@ __all__ = ['EXIT_MODES', 'EXIT_WORD', 'EXIT_TOLERANCE', 'ExitRule', 'check_exit_
            'PlaneFreeze', 'loop_with_exits', 'ExitTracker', 'ExitRun', 'exit_run', 'ExitReplay', 'replay_exits',
            'exit_metrics', 'exit_contract']
 
-# %% ../nbs/04d_exits.ipynb #7a0d9357
+# %% ../nbs/04d_exits.ipynb #2e2cfef8
 EXIT_MODES = ("threshold", "sample")
 
 @dataclass(frozen=True)
 class ExitRule:
-    "When a token leaves Ouro's loop: `threshold` q ∈ (0, 1] and `mode` (threshold: at level q; sample: at a level drawn in (0, q])."
+    "When a token leaves Ouro's loop: threshold q ∈ (0, 1], mode threshold (level q) or sample (a level in (0, q])."
     threshold: float = 1.0
     mode: str = "threshold"
     @property
@@ -53,11 +53,12 @@ def exit_uniform(seeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     h = _fmix32(_absorb(h, _mix_word(torch.full_like(p, EXIT_WORD))) ^ 16)
     return ((h >> 8).to(torch.float64) + 0.5) / 2**24
 
-# %% ../nbs/04d_exits.ipynb #ed78b953
+# %% ../nbs/04d_exits.ipynb #94f04118
 def exit_levels(rules: list, seeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """Each row's exit level at `positions` [B, S] (the positions whose outputs predict the next token), float64:
     q (threshold mode; +inf for q = 1: full depth), or q·u with u the exit draw of the predicted position (sample)."""
-    q = torch.tensor([r.threshold if r.adaptive else math.inf for r in rules], dtype=torch.float64, device=positions.device)
+    q = [r.threshold if r.adaptive else math.inf for r in rules]
+    q = torch.tensor(q, dtype=torch.float64, device=positions.device)
     sample = torch.tensor([r.mode == "sample" for r in rules], device=positions.device)
     u = exit_uniform(seeds, positions + 1)
     return torch.where(sample[:, None], q[:, None] * u, q[:, None].expand_as(u))
@@ -86,7 +87,7 @@ class PlaneFreeze:
         self.planes[plane] = (k, v)
         return k, v
 
-# %% ../nbs/04d_exits.ipynb #755deb9d
+# %% ../nbs/04d_exits.ipynb #e33dcbb1
 @contextmanager
 def _plain_decode(model):
     "The fused decode kernels write the cache directly: a loop with exits runs the plain path."
@@ -96,8 +97,8 @@ def _plain_decode(model):
 
 def loop_with_exits(model, input_ids, positions, cache, after_step) -> None:
     """Ouro's loop (`LoopedDecoder.loop_states`) where positions leave: `after_step(t, h_t)` returns bool [B, S], the
-    positions whose last step was t; from step t + 1 on, their KV planes take their step-t KV (`PlaneFreeze`). It runs
-    inside the model's own forward (in place of `loop_states`), so a sharded model (FSDP2) gathers its weights as usual."""
+    positions whose last step was t; from step t + 1 on, their KV planes take their step-t KV (`PlaneFreeze`). It
+    runs inside the model's own forward (in place of `loop_states`): a sharded model (FSDP2) gathers its weights."""
     def loop(ids, pos, kv):
         B, S = ids.shape
         freeze, L = PlaneFreeze(kv, model.cfg.n_core, S), model.cfg.n_core
@@ -147,9 +148,9 @@ class ExitTracker:
         self.exit_logp = lp if self.exit_logp is None else torch.where(read, lp, self.exit_logp)
         return own if self.run_depths is None else self.run_depths == t + 1
 
-# %% ../nbs/04d_exits.ipynb #be8efc12
+# %% ../nbs/04d_exits.ipynb #36e108c0
 class ExitRun:
-    "The exits of one engine batch (`Engine._generate_batch`): each row's rule and seed, and each produced token's depth."
+    "The exits of one engine batch (`Engine._generate_batch`): each row's rule and seed, each produced token's depth."
     def __init__(self, model, rules: list, seeds):
         self.model, self.rules, self.seeds = model, rules, seeds
         self.q = torch.tensor([r.threshold for r in rules], dtype=torch.float32)
@@ -157,7 +158,7 @@ class ExitRun:
         self.tracker, self.depths = None, []
 
     def forward(self, ids, positions, cache, full: bool = False):
-        "Readout states [B, S, E] of `ids` at `positions` (both [B, S]); `full`: every position runs every loop (a prefill)."
+        "Readout states [B, S, E] of `ids` at `positions` ([B, S]); `full`: every position runs every loop (prefill)."
         T = self.model.cfg.depth
         self.tracker = tr = ExitTracker(self.model, exit_levels(self.rules, self.seeds, positions), self.q, self.sample,
                                         run_depths=torch.full_like(positions, T) if full else None)
@@ -165,7 +166,7 @@ class ExitRun:
         return tr.readout
 
     def took(self, lp, rows, cols):
-        "Record the depth of the tokens read at (rows, cols) of the last forward; their log-probs with the exit's joined."
+        "Record the depth of the tokens read at (rows, cols) of the last forward; their log-probs, the exit's joined."
         self.depths.append(self.tracker.depth[rows, cols].cpu())
         return lp + self.tracker.exit_logp[rows, cols]
 
@@ -209,8 +210,8 @@ def decode(self: ExitRun, tok, pos: list, seeds_d, temps_d, cache):
     tok, lp = sample_tokens(self.model.logits(h), seeds_d, pos_d + 1, temps_d)
     return tok, self.took(lp, torch.arange(B, device=dev), torch.zeros(B, dtype=torch.int64, device=dev))
 
-# %% ../nbs/04d_exits.ipynb #d66bdccb
-EXIT_TOLERANCE = 1e-5   # how far a replayed cumulative exit probability may sit from the level and still confirm a recorded exit
+# %% ../nbs/04d_exits.ipynb #382420c1
+EXIT_TOLERANCE = 1e-5   # how far a replayed cumulative exit probability may sit from the level and confirm an exit
 
 class ExitReplay:
     """A batch's recorded exits for the trainer's full-sequence forward: per position [N, S] the depth it ran to
@@ -244,7 +245,7 @@ def replay_exits(rollout, depth: int, device="cpu") -> ExitReplay | None:
     q, sample = torch.full((N,), rule.threshold), torch.full((N,), rule.mode == "sample")
     return ExitReplay(run.to(device), read.to(device), levels.to(device), q, sample, list(range(N)))
 
-# %% ../nbs/04d_exits.ipynb #63acee8c
+# %% ../nbs/04d_exits.ipynb #4d8efb55
 @patch
 def check(self: ExitReplay, tracker: ExitTracker, pred_idx, mask):
     """Refuse a recorded depth the replayed gate does not give (beyond EXIT_TOLERANCE), naming the completion and token:
@@ -258,16 +259,16 @@ def check(self: ExitReplay, tracker: ExitTracker, pred_idx, mask):
     if len(bad):
         i, k = bad[0].tolist()
         own = int(tracker.depth.gather(1, pred_idx)[i, k])
-        raise TraceMismatch(f"completion {self.index[i]}: token {k}: recorded exit depth {int(d[i, k])}, but the replayed gate "
-                            f"exits at depth {own} (level {float(lv[i, k]):.6g})")
+        raise TraceMismatch(f"completion {self.index[i]}: token {k}: recorded exit depth {int(d[i, k])}, but the "
+                            f"replayed gate exits at depth {own} (level {float(lv[i, k]):.6g})")
 
-# %% ../nbs/04d_exits.ipynb #d4046ca5
+# %% ../nbs/04d_exits.ipynb #bb8bbf9d
 @patch
 def hidden(self: ExitReplay, model, b):
     """The states at the positions that predict each response token, [n, R, E], replaying the recorded depths; the
     actor's replay without gradients (under the behaviour policy's weights) also checks them against its own gate."""
     if not hasattr(getattr(model, "model", None), "early_exit_gate"):
-        raise ValueError(f"{type(model).__name__}: adaptive exit replays on looprl's Ouro provider (the torch backend) only")
+        raise ValueError(f"{type(model).__name__}: adaptive exit replays on looprl's Ouro provider (torch backend)")
     tr = ExitTracker(model, self.levels, self.q, self.sample, run_depths=self.run, read_depths=self.read)
     loop_with_exits(model, b.ids, None, None, tr.after_step)
     if model.role == "actor" and not torch.is_grad_enabled(): self.check(tr, b.pred_idx, b.mask)
@@ -284,9 +285,10 @@ def exit_metrics(depths: list, depth: int) -> dict:
     out = dict(exit_depth_mean=sum(flat) / n, exit_loop_fraction=sum(flat) / (n * depth))
     return {**out, **{f"exit_depth_hist_{t}": sum(d == t for d in flat) for t in range(1, depth + 1)}}
 
-# %% ../nbs/04d_exits.ipynb #2107c495
+# %% ../nbs/04d_exits.ipynb #3585f0df
 def exit_contract(threshold: float, mode: str, family: str) -> dict:
-    "The run contract's record of the exit rule (nothing at full depth, so those contracts stay as they were); Ouro only."
+    "The run contract's record of the exit rule (nothing at full depth: those contracts stay as they were); Ouro only."
     if not ExitRule(threshold, mode).adaptive: return {}
-    if family != "ouro": raise UsageError(f"--exit-threshold/--exit-mode: adaptive exit is Ouro's; the model is {family}")
+    if family != "ouro":
+        raise UsageError(f"--exit-threshold/--exit-mode: adaptive exit is Ouro's; the model is {family}")
     return dict(exit_threshold=threshold, exit_mode=mode)

@@ -284,7 +284,8 @@ def check_trace(trace: LatentTrace, *, family: str, depth: int, model_revision: 
     if len(trace.depths) != trace.response_len:
         raise TraceMismatch(f"latent trace field 'depths': {len(trace.depths)} entries for response_len {trace.response_len}")
     for i, d in enumerate(trace.depths):
-        if (d != depth) if not adaptive else not (_is_int(d) and 1 <= d <= depth): raise TraceMismatch(f"latent trace field 'depths': entry {i} is {d}, model depth is {depth}")
+        if (d != depth) if not adaptive else not (_is_int(d) and 1 <= d <= depth):
+            raise TraceMismatch(f"latent trace field 'depths': entry {i} is {d}, model depth is {depth}")
     if model_revision is not None and trace.model_revision != model_revision:
         raise _mismatch("model_revision", trace.model_revision, model_revision)
     if engine_revision is not None and trace.engine_revision != engine_revision:

@@ -261,9 +261,11 @@ def check_exits(self: RunOptions):
     "Adaptive exit with what can serve and replay it (the family is checked against the model in `loop.prepare`)."
     r = self.rollout
     if not ExitRule(r.exit_threshold, r.exit_mode).adaptive: return
-    check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; adaptive exit needs --engine native")
-    check(self.trainer.backend == "torch", f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend torch")
-    check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"), "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
+    check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
+    check(self.trainer.backend == "torch",
+          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend torch")
+    check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
+          "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
 
 
 # %% ../nbs/10a_options.ipynb #9987027a
