@@ -69,6 +69,9 @@ def test_full_depth_equals_the_stored_run(shipped, arithmetic, runs, tmp_path):
     train_here(shipped, arithmetic, tmp_path / "full", "--algorithm", "grpo", "--updates", "2")
     assert len(updates(tmp_path / "full")) == 2 and fixture_differences(tmp_path / "full") == []
     assert "exit_threshold" not in json.loads((tmp_path / "full" / "run.json").read_text())["contract"]["rollout"]
+    from looprl.hf import read_tensors, state_digest
+    from looprl.state import latest_policy
+    assert state_digest(read_tensors(latest_policy(tmp_path / "full"))) == json.loads(FIXTURE.read_text())["final_policy_digest"]
     # twin: the same command with --exit-threshold 0.8 is seen to differ
     assert any(d[-1] in ("tokens", "depths") for d in fixture_differences(runs["grpo-threshold"][0]))
 
