@@ -21,6 +21,7 @@ from .latents import environment_fingerprint, LatentTrace
 from .records import Request, Completion, check_requests
 from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
+from .exits import exit_run
 
 # %% auto #0
 __all__ = ['ENGINES', 'graphs_by_default', 'Engine', 'DecodeGraph', 'engine_class']
@@ -206,9 +207,12 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
     kw = dict(prompt_lens=torch.tensor(P, device=dev)) if self.model.prefix_lm else {}   # PrefixLM: the prompt both ways
-    h = self.model(ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax), lat, _cache_rows(self.cache, B), **kw)
-    last = h[torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1]
-    tok, lp = sample_tokens(self.model.logits(last), seeds_d, torch.tensor(P, device=dev), temps_d)
+    ex, prefill = exit_run(self, reqs, seeds_d), (ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax))
+    rows_kv = _cache_rows(self.cache, B)
+    h = self.model(*prefill, lat, rows_kv, **kw) if ex is None else ex.forward(*prefill, rows_kv, full=True)
+    rows, at = torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1
+    tok, lp = sample_tokens(self.model.logits(h[rows, at]), seeds_d, at + 1, temps_d)
+    if ex is not None: lp = ex.took(lp, rows, at)   # looprl.exits: the token's depth (and exit log-prob, sample mode)
     self.stats["prefills"] += 1
     # decode: the host keeps the schedule (positions, which rows are done); the device keeps tokens and log-probs
     pos, active, length = list(P), [True] * B, [0] * B
@@ -220,18 +224,20 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
         for i in range(B):
             if active[i] and (t[i] in stops[i] or step + 1 == limit[i]): active[i], length[i] = False, step + 1
         if not any(active): break
-        tok, lp = self._step(tok, pos, seeds, seeds_d, temps_d)
+        if ex is None: tok, lp = self._step(tok, pos, seeds, seeds_d, temps_d)
+        else: tok, lp = ex.decode(tok, pos, seeds_d, temps_d, _cache_rows(self.cache, B))
         pos = [p + a for p, a in zip(pos, active)]
     toks, lps = torch.stack(toks, 1).tolist(), torch.stack(lps, 1).tolist()
     out = []
     for i, r in enumerate(reqs):
         n, tk = length[i], toks[i][:length[i]]
+        depths = [cfg.depth] * n if ex is None else ex.token_depths(i, n)
         trace = LatentTrace(family=cfg.family, model_revision=self.model_revision, engine_revision=self.engine_revision,
                             profile=self.model.latent_profile, seed=seeds[i], prompt_len=P[i], response_len=n,
-                            depths=(cfg.depth,) * n, prefill_depth=cfg.depth, policy_version=self._version,
+                            depths=tuple(depths), prefill_depth=cfg.depth, policy_version=self._version,
                             publication_digest=self._digest, environment=self.environment)
         out.append(Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk, finish_reason="stop" if tk[-1] in stops[i] else "length",
-                              logprobs=lps[i][:n], depths=[cfg.depth] * n, trace=trace, policy_version=self._version,
+                              logprobs=lps[i][:n], depths=depths, trace=trace, policy_version=self._version,
                               publication_digest=self._digest, seed=seeds[i], temperature=float(r.temperature)))
     self.stats["completions"] += B; self.stats["tokens"] += sum(length)
     return out

@@ -16,6 +16,7 @@ from .hf import CheckpointError
 from .data import (HELDOUT_DATA, DataError, load_prompts, load_tokenizer, encode_text, decode_text)
 from .rewards import DEFAULT_REWARD, load_reward, score_completion
 from .records import Request
+from .exits import ExitRule, check_exit_rule
 
 # %% auto #0
 __all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
@@ -29,6 +30,8 @@ class EvalSpec:
     temperature: float = 0.8
     seed: int = 0
     max_new_tokens: int = 8
+    exit_threshold: float = 1.0      # Ouro's adaptive exit (looprl.exits): the rule the completions are generated under
+    exit_mode: str = "threshold"
 
     def validate(self) -> "EvalSpec":
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0: raise ValueError(f"samples: must be an int ≥ 0 (0: greedy only), got {self.samples!r}")
@@ -36,6 +39,7 @@ class EvalSpec:
             raise ValueError(f"temperature: must be a finite number > 0, got {self.temperature!r}")
         if not 0 <= self.seed < 2**63: raise ValueError(f"seed: must be in [0, 2**63), got {self.seed!r}")
         if self.max_new_tokens < 1: raise ValueError(f"max_new_tokens: must be ≥ 1, got {self.max_new_tokens!r}")
+        check_exit_rule(self.exit_threshold, self.exit_mode)
         return self
 
 def eval_seed(seed: int, question: int, sample: int) -> int:
@@ -50,7 +54,8 @@ def eval_requests(prompt_ids: list[list[int]], spec: EvalSpec, stop_ids=()) -> l
     for q, ids in enumerate(prompt_ids):
         for k in range(-1, spec.samples):
             reqs.append(Request(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k), max_new_tokens=spec.max_new_tokens,
-                             temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids)))
+                             temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids),
+                             exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode))
     return reqs
 
 # %% ../nbs/11a_eval.ipynb #f0a62c1e
@@ -84,8 +89,10 @@ def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, r
     sampled = [scores[q * per + 1:(q + 1) * per] for q in range(len(labels))]
     statuses = {}
     for r in results: statuses[r.status] = statuses.get(r.status, 0) + 1
+    depths = [d for c in comps for d in getattr(c, "depths", ())]          # each generated token's loop count
     return dict(**accuracies(greedy, sampled), questions=len(labels), samples=spec.samples, temperature=spec.temperature,
-                seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps), reward_statuses=statuses)
+                seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps), reward_statuses=statuses,
+                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode, mean_exit_depth=sum(depths) / len(depths) if depths else None)
 
 def summary_line(r: dict) -> str:
     "One line for a terminal."
@@ -93,6 +100,8 @@ def summary_line(r: dict) -> str:
     line = f"{r['questions']} questions: greedy {pct('greedy_accuracy', 'greedy_ci')}"
     if r["samples"]: line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} ({r['samples']} samples)"
                               f" · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
+    if ExitRule(r.get("exit_threshold", 1.0), r.get("exit_mode", "threshold")).adaptive:
+        line += f" · mean exit depth {r['mean_exit_depth']:.2f} (exit {r['exit_mode']} q={r['exit_threshold']:g})"
     return line
 
 # %% ../nbs/11a_eval.ipynb #909aa46a
@@ -130,7 +139,8 @@ def run_eval_settings(path) -> dict:
     return dict(data=o.get("eval_data") or str(HELDOUT_DATA), limit=o.get("eval_limit"), precision=s.get("precision"),
                 device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD), threads=o.get("threads"),
                 max_batch=max(o["prompts_per_update"] * o["group_size"], 64) if "prompts_per_update" in o else 64,
-                spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"], max_new_tokens=o["max_response_tokens"]))
+                spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"], max_new_tokens=o["max_response_tokens"],
+                              exit_threshold=o.get("exit_threshold", 1.0), exit_mode=o.get("exit_mode", "threshold")))
 
 # %% ../nbs/11a_eval.ipynb #a36ed525
 def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None, device: str = "cpu",
@@ -167,6 +177,8 @@ def main(argv=None):
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: the run's, else cpu")
     ap.add_argument("--limit", type=int, help="evaluate only the first N questions (default: the run's --eval-limit)")
     ap.add_argument("--reward", help=f"reward function as module:function (default: the run's, else {DEFAULT_REWARD})")
+    ap.add_argument("--exit-threshold", type=float, help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
+    ap.add_argument("--exit-mode", choices=["threshold", "sample"], help="Ouro's exit mode (default: the run's, else threshold)")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
     with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():   # input errors are ValueErrors; stdout: the result alone
@@ -174,7 +186,8 @@ def main(argv=None):
         given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward, limit=a.limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
         spec = kw.pop("spec", EvalSpec())
-        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens), astuple(spec))))
+        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens, a.exit_threshold,
+                                                                 a.exit_mode), astuple(spec))))
         if threads := kw.pop("threads", None): torch.set_num_threads(threads)
         r = evaluate_model(a.path, spec=spec, **kw)
     r["summary"] = summary_line(r)

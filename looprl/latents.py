@@ -267,8 +267,9 @@ def _mismatch(name, have, want, who="model"):
     return TraceMismatch(f"latent trace field {name!r}: trace has {have!r}, {who} has {want!r}")
 
 def check_trace(trace: LatentTrace, *, family: str, depth: int, model_revision: str | None = None,
-                engine_revision: str | None = None, environment: dict | None = None, profile=...) -> LatentTrace:
-    "Refuse `trace` unless it was made by this family at fixed `depth`, with the expected profile, revisions and environment."
+                engine_revision: str | None = None, environment: dict | None = None, profile=..., adaptive: bool = False) -> LatentTrace:
+    """Refuse `trace` unless it was made by this family at fixed `depth`, with the expected profile, revisions and environment;
+    `adaptive` (Ouro's adaptive exit, looprl.exits): each token's depth may be any loop count in [1, depth]."""
     if not isinstance(trace, LatentTrace): raise TraceError(f"expected a LatentTrace, got {type(trace).__name__}")
     if trace.family != family: raise _mismatch("family", trace.family, family)
     family_profile = get_family(family).provider.latent_profile      # what the family's model declares
@@ -283,7 +284,8 @@ def check_trace(trace: LatentTrace, *, family: str, depth: int, model_revision: 
     if len(trace.depths) != trace.response_len:
         raise TraceMismatch(f"latent trace field 'depths': {len(trace.depths)} entries for response_len {trace.response_len}")
     for i, d in enumerate(trace.depths):
-        if d != depth: raise TraceMismatch(f"latent trace field 'depths': entry {i} is {d}, model depth is {depth}")
+        if (d != depth) if not adaptive else not (_is_int(d) and 1 <= d <= depth):
+            raise TraceMismatch(f"latent trace field 'depths': entry {i} is {d}, model depth is {depth}")
     if model_revision is not None and trace.model_revision != model_revision:
         raise _mismatch("model_revision", trace.model_revision, model_revision)
     if engine_revision is not None and trace.engine_revision != engine_revision:

@@ -17,7 +17,8 @@ from .cli import UsageError          # bad input: one line, exit status 2 (also 
 from .config import load_config, LoopedConfig, ConfigError
 from .hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from .data import load_prompts, file_sha256, PromptCursor, DataError, load_tokenizer, encode_prompts, decode_text
-from .latents import environment_fingerprint, check_trace
+from .latents import environment_fingerprint, check_trace, TraceMismatch
+from .exits import ExitRule, exit_contract
 from .records import Request, Completion, Rollout
 from .rewards import load_reward, reward_identity, score_completion, RewardError
 from .trainer import TrainSettings
@@ -128,7 +129,7 @@ def prepare(o: RunOptions) -> Prepared:
         engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine), reward=reward_identity(o.reward),
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=r.max_prompt_tokens),
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=r.max_response_tokens,
-                     temperature=r.temperature),
+                     temperature=r.temperature, **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
@@ -196,7 +197,8 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids)))
+                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids),
+                                exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode))
     return reqs
 
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
@@ -209,7 +211,8 @@ def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], ver
             raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed {version}")
         if len(c.logprobs) != len(c.tokens): raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
-                    engine_revision=p.contract["engine_revision"], environment=p.contract["environment"])
+                    engine_revision=p.contract["engine_revision"], environment=p.contract["environment"],
+                    adaptive=ExitRule(r.exit_threshold, r.exit_mode).adaptive)
 
 class RunFailed(RuntimeError):
     "The run stopped on a condition it must not train through; printed as one line, exit status 1."
@@ -236,7 +239,8 @@ def eval_due(o: RunOptions, u: int) -> bool:
 def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
-    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens)
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens,
+                    exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
@@ -267,8 +271,10 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     phase("train")
     rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
                       logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
-                      temperature=o.rollout.temperature)
-    res = pl.trainer.train(rollout, G)
+                      temperature=o.rollout.temperature, depths=[c.depths for c in comps],
+                      exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
+    try: res = pl.trainer.train(rollout, G)
+    except TraceMismatch as e: raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.exits
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
                  prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,

@@ -20,6 +20,7 @@ from .logs import LOG_TARGETS, check_log_targets
 import torch
 from .engine import ENGINES
 from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
+from .exits import EXIT_MODES, ExitRule, check_exit_rule
 
 # %% auto #0
 __all__ = ['NESTED', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers', 'setting_fields',
@@ -37,6 +38,8 @@ class RolloutSettings:
     temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
     engine: str = "native"                  # rollout engine: native, or vllm (CPU; pip install -e '.[vllm]')
     cuda_graphs: bool | None = None         # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
+    exit_threshold: float = 1.0             # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
+    exit_mode: str = "threshold"            # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
 
 # %% ../nbs/10a_options.ipynb #237ff338
 @dataclass
@@ -176,6 +179,8 @@ def validate(self: RolloutSettings) -> RolloutSettings:
           f"--temperature: must be a finite number > 0, got {t!r}")
     check(self.engine in ENGINES, f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
     check(self.cuda_graphs in (None, True, False), f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
+    try: check_exit_rule(self.exit_threshold, self.exit_mode)
+    except ValueError as e: raise as_flag_error(e) from None
     return self
 
 # %% ../nbs/10a_options.ipynb #3d72cfa8
@@ -195,7 +200,7 @@ def validate(self: RunOptions) -> RunOptions:
     check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     check_log_targets(self.log_to)
-    self.check_rollout_size(); self.check_placement(); self.check_trainer_processes()
+    self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
     return self
 
 @patch
@@ -250,9 +255,22 @@ def check_trainer_processes(self: RunOptions):
           f"--micro-batch-size {mb}, which do not split evenly over {replicas} "
           f"{'data-parallel replicas' if replicas != N else 'processes'} (make the count a multiple of {replicas})")
 
+# %% ../nbs/10a_options.ipynb #e71c0a02
+@patch
+def check_exits(self: RunOptions):
+    "Adaptive exit with what can serve and replay it (the family is checked against the model in `loop.prepare`)."
+    r = self.rollout
+    if not ExitRule(r.exit_threshold, r.exit_mode).adaptive: return
+    check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
+    check(self.trainer.backend == "torch",
+          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend torch")
+    check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
+          "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
+
+
 # %% ../nbs/10a_options.ipynb #9987027a
 SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"),
+                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"),
                    "log_to": LOG_TARGETS}
 
 def json_object(text: str) -> dict:

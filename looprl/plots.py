@@ -16,7 +16,8 @@ from .state import read_metrics
 
 # %% auto #0
 __all__ = ['PARITY_FLOOR', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing',
-           'reward_figure', 'heldout_figure', 'parity_figure', 'timing_figure', 'run_figures', 'main']
+           'depth_figure', 'exit_table_figure', 'reward_figure', 'heldout_figure', 'parity_figure', 'timing_figure',
+           'run_figures', 'main']
 
 # %% ../nbs/13_plots.ipynb #738f99fb
 def resume_matrix(pairs: dict, ax=None):
@@ -86,6 +87,40 @@ def phase_timing(result: dict, ax=None):
             ax.plot(i + (-0.2 if r["mode"] == "eager" else 0.2), r[run_key[k]], "k.", ms=4)
     ax.set_xticks(list(x), keys); ax.set(ylabel="seconds", title="complete phase, eager vs graph"); ax.legend(fontsize=8)
     return ax
+
+# %% ../nbs/13_plots.ipynb #0a77b8ba
+def _adaptive(run) -> bool:
+    "Do the run's held-out evaluations exit early (they carry a threshold below 1, or the sample mode)?"
+    return any(l.get("exit_threshold", 1.0) < 1 or l.get("exit_mode", "threshold") == "sample"
+               for l in read_metrics(run) if l.get("kind") == "heldout")
+
+def _accuracy_depth(ax, depth, acc, ci, label, **kw):
+    "One series of sampled accuracy (with 95 % intervals) against mean exit depth."
+    return ax.errorbar(depth, acc, yerr=ci, marker="o", capsize=2, label=label, **kw)[0]
+
+def depth_figure(runs):
+    "Held-out sampled accuracy against mean exit depth at each evaluation, per run (updates annotated)."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    for run in runs:
+        ev = [l for l in read_metrics(run) if l.get("kind") == "heldout" and "mean_exit_depth" in l and not l.get("segment_end")]
+        if not ev: continue
+        _accuracy_depth(ax, [e["mean_exit_depth"] for e in ev], [e["sampled_accuracy"] for e in ev], [e["sampled_ci"] for e in ev], _label(run))
+        for e in ev: ax.annotate(f"u{e['update']}", (e["mean_exit_depth"], e["sampled_accuracy"]), fontsize=6)
+    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="accuracy against depth"); ax.legend(fontsize=7)
+    return fig
+
+def exit_table_figure(result: dict):
+    "Accuracy against mean exit depth at each threshold, before and after RL (`bench learning --exit-thresholds`)."
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    rows = result["table"]
+    for when, style in (("before", "--"), ("after", "-")):
+        pts = [r[when] for r in rows]
+        _accuracy_depth(ax, [p["mean_exit_depth"] for p in pts], [p["sampled_accuracy"] for p in pts], [p["sampled_ci"] for p in pts],
+                        f"{when} RL", ls=style)
+        for p in pts: ax.annotate(f"q={p['exit_threshold']:g}", (p["mean_exit_depth"], p["sampled_accuracy"]), fontsize=6)
+    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="Ouro's adaptive exit: accuracy against depth")
+    ax.legend(fontsize=7)
+    return fig
 
 # %% ../nbs/13_plots.ipynb #f99f0b73
 def _label(run) -> str: return Path(run).name
@@ -166,7 +201,7 @@ def run_figures(runs, out) -> list[Path]:
         if not _updates(r): raise ValueError(f"{r}: the run has no completed update yet")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, fn in FIGURES.items():
+    for name, fn in {**FIGURES, **({"depth": depth_figure} if any(map(_adaptive, runs)) else {})}.items():
         fig = fn(runs); fig.tight_layout()
         paths.append(out / f"{name}.png"); fig.savefig(paths[-1], dpi=110); plt.close(fig)
     return paths
@@ -175,11 +210,17 @@ def run_figures(runs, out) -> list[Path]:
 def main(argv=None):
     "Entry point of `python -m looprl.plots RUN [RUN …] --out DIR`: a run's figures as PNG files."
     ap = command_parser("plots", main.__doc__)
-    ap.add_argument("runs", nargs="+", help="run directories (several are overlaid)")
+    ap.add_argument("runs", nargs="*", help="run directories (several are overlaid)")
+    ap.add_argument("--exit-table", help="the JSON of `python -m looprl.bench learning --exit-thresholds …`: draws exits.png")
     ap.add_argument("--out", required=True, help="directory for the PNG files")
     a = ap.parse_args(argv)
     matplotlib.use("Agg")
-    with refuse_bad_input("plots", errors=(ValueError, OSError)): paths = run_figures(a.runs, a.out)
+    with refuse_bad_input("plots", errors=(ValueError, OSError, KeyError)):
+        if not a.runs and not a.exit_table: raise ValueError("give run directories, or --exit-table FILE")
+        paths = run_figures(a.runs, a.out) if a.runs else []
+        if a.exit_table:
+            fig = exit_table_figure(json.loads(Path(a.exit_table).read_text())["result"]); fig.tight_layout()
+            Path(a.out).mkdir(parents=True, exist_ok=True); paths.append(Path(a.out) / "exits.png"); fig.savefig(paths[-1], dpi=110)
     for p in paths: print(p)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

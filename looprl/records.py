@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 from .config import LoopedConfig
 from .latents import LatentTrace
+from .exits import check_exit_rule
 
 # %% auto #0
 __all__ = ['Request', 'check_requests', 'Completion', 'Rollout']
@@ -24,6 +25,8 @@ class Request:
     max_new_tokens: int
     temperature: float = 1.0
     stop_ids: tuple = ()
+    exit_threshold: float = 1.0  # Ouro's adaptive exit (looprl.exits): leave the loop at cumulative exit probability ≥ q
+    exit_mode: str = "threshold" # or sample: at a level drawn in (0, q] from the completion's seed
 
 def _int(x):
     if isinstance(x, bool): raise TypeError
@@ -50,6 +53,9 @@ def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int)
                 try: x = _int(x)
                 except TypeError: raise ValueError(f"{at}: {field}[{j}] must be an int token id, got {x!r}") from None
                 if not 0 <= x < V: raise ValueError(f"{at}: {field}[{j}] = {x} is outside the vocabulary [0, {V})")
+        try: rule = check_exit_rule(r.exit_threshold, r.exit_mode)
+        except ValueError as e: raise ValueError(f"{at}: {e}") from None
+        if rule.adaptive and cfg.family != "ouro": raise ValueError(f"{at}: exit_threshold/exit_mode: adaptive exit is Ouro's, not {cfg.family}'s")
         P = len(r.prompt_ids)
         if P + n > max_len:
             raise ValueError(f"{at}: prompt of {P} tokens + max_new_tokens {n} = {P + n} positions exceeds the engine's max_len {max_len}")
@@ -87,6 +93,9 @@ class Rollout:
     seeds: list                  # its completion seed
     rewards: list                # its reward
     temperature: float           # the temperature every completion was sampled at; the trainer replays at it
+    depths: list | None = None   # each completion's per-token exit depths (needed when the exit rule below is adaptive)
+    exit_threshold: float = 1.0  # the exit rule every completion was sampled under (looprl.exits); the trainer replays it
+    exit_mode: str = "threshold"
 
     def __post_init__(self):
         n = len(self.prompt_ids)

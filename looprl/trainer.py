@@ -16,6 +16,7 @@ from .hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
 from .state import restore, save_trainer_state, load_trainer_state
 from .records import Rollout
+from .exits import replay_exits, exit_metrics
 from fastcore.basics import patch
 
 # %% auto #0
@@ -223,9 +224,10 @@ class SequenceBatch:
     lengths: torch.Tensor      # [N] prompt + response length
     seeds: list
     temperature: float         # the temperature the rows were sampled at: logits are divided by it
+    exits: object = None       # looprl.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
 
     @classmethod
-    def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu"):
+    def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu", exits=None):
         N = len(prompt_ids)
         lens = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
         S, R = max(lens), max(max(len(r) for r in response_ids), 1)
@@ -236,14 +238,15 @@ class SequenceBatch:
             pred[i] = (len(p) - 1 + torch.arange(R)).clamp(max=S - 1)
             act[i, :len(r)] = torch.tensor(list(r), dtype=torch.long); mask[i, :len(r)] = 1
         return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device), list(seeds),
-                   float(temperature))
+                   float(temperature), exits)
 
     def rows(self, idx):
         "The sub-batch of rows `idx`, trimmed to its longest sequence."
         idx = list(idx)
         S = int(self.lengths[idx].max())
         return SequenceBatch(self.ids[idx, :S], self.pred_idx[idx].clamp(max=S - 1), self.actions[idx], self.mask[idx],
-                             self.lengths[idx], [self.seeds[i] for i in idx], self.temperature)
+                             self.lengths[idx], [self.seeds[i] for i in idx], self.temperature,
+                             None if self.exits is None else self.exits.rows(idx, S))
 
 # %% ../nbs/08_trainer.ipynb #701ccd79
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
@@ -252,6 +255,7 @@ def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
 
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
+    if b.exits is not None: return b.exits.hidden(model, b)      # looprl.exits: the recorded exit depths
     p = next(model.parameters())
     kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}   # PrefixLM: the prompt both ways
     h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
@@ -265,7 +269,8 @@ def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
 
 def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chunk_size: int | None = 8192):
     "The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and verify)."
-    return O.selected_logprobs(response_logits(actor, b, temperature), b.actions, chunk_size)
+    lp = O.selected_logprobs(response_logits(actor, b, temperature), b.actions, chunk_size)
+    return lp if b.exits is None else lp + b.exits.exit_logprobs     # sample mode: the exit's log-prob joins the token's
 
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
@@ -368,6 +373,7 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
         return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size, agg=s.loss_agg)
     logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
+    if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
     if s.algorithm == "dppo":
         return O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
                                   w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
@@ -420,8 +426,9 @@ def merge_step_metrics(steps: list[dict]) -> dict:
 def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     "Learn from one `Rollout` (its completions in group order). Returns metrics and per-token records."
     s = self.s
+    exits = replay_exits(rollout, self.cfg.depth, self.device)          # None unless Ouro's tokens left the loop early
     b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
-                               temperature=rollout.temperature, device=self.device)
+                               temperature=rollout.temperature, device=self.device, exits=exits)
     behaviour = torch.zeros_like(b.mask)
     for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
     rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)
@@ -440,6 +447,7 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     if s.algorithm == "dppo": prox = replay
     diff = (replay - behaviour).abs() * b.mask
     out = dict(parity_max=float(diff.max()), parity_mean=float(diff.sum() / b.mask.sum().clamp_min(1)))
+    if exits is not None: out.update(exit_metrics(rollout.depths, self.cfg.depth))
     # 3. actor step(s), 4. critic step(s), one per part of the rollout
     parts = rollout_parts(len(b.seeds), s.steps_per_rollout)
     out.update(merge_step_metrics([self._actor_step(b, rows, adv, behaviour, prox, frozen) for rows in parts]))

@@ -17,18 +17,22 @@ from .latents import check_trace
 from .precision import PRECISIONS, dtype_name
 from .engine import Engine, Request, Completion, PublicationError, engine_class
 from .trainer import SequenceBatch, response_logprobs
+from .records import Rollout
+from .exits import ExitRule, check_exit_rule, exit_contract, replay_exits
 
 # %% auto #0
 __all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
 
 # %% ../nbs/04a_verify.ipynb #f1820b9a
 @torch.no_grad()
-def replay_logprobs(model: LoopedLM, completion: Completion) -> torch.Tensor:
-    "The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch."
-    cfg, p = model.cfg, next(model.parameters())
-    check_trace(completion.trace, family=cfg.family, depth=cfg.depth)
-    b = SequenceBatch.from_rollout([completion.prompt_ids], [completion.tokens], [completion.trace.seed],
-                                   temperature=completion.temperature, device=p.device)
+def replay_logprobs(model: LoopedLM, completion: Completion, rule: ExitRule = ExitRule()) -> torch.Tensor:
+    "The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch (with its exits)."
+    cfg, p, c = model.cfg, next(model.parameters()), completion
+    check_trace(c.trace, family=cfg.family, depth=cfg.depth, adaptive=rule.adaptive)
+    one = Rollout([c.prompt_ids], [c.tokens], [c.logprobs], [c.trace.seed], [0.0], c.temperature or 1.0, [list(c.trace.depths)],
+                  rule.threshold, rule.mode)
+    b = SequenceBatch.from_rollout([c.prompt_ids], [c.tokens], [c.trace.seed], temperature=c.temperature, device=p.device,
+                                   exits=replay_exits(one, cfg.depth, p.device))
     return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
 
 # %% ../nbs/04a_verify.ipynb #80d615a1
@@ -38,7 +42,8 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
     return 3e-6 if torch.device(device).type == "cpu" else 1.5e-5
 
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
-                      seed: int = 0, temperature: float = 1.0, engine: str = "native") -> dict:
+                      seed: int = 0, temperature: float = 1.0, engine: str = "native", exit_threshold: float = 1.0,
+                      exit_mode: str = "threshold") -> dict:
     "Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the parity."
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
@@ -49,6 +54,10 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if samples < 1 or max_new_tokens < 1: raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
     dt, cfg = PRECISIONS[dtype], load_config(path)
+    try: rule = check_exit_rule(exit_threshold, exit_mode, "--")
+    except ValueError as e: raise UsageError(str(e).replace("_", "-", 1)) from None
+    exit_contract(rule.threshold, rule.mode, cfg.family)             # Ouro only
+    if rule.adaptive and engine != "native": raise UsageError(f"--exit-threshold/--exit-mode: the {engine} engine runs every loop")
     g = torch.Generator().manual_seed(seed)
     stop = tuple(cfg.eos_token_ids)
     allowed = torch.tensor([i for i in range(cfg.vocab_size) if i not in stop])
@@ -57,12 +66,14 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if max(lens) + max_new_tokens > cfg.max_positions:
         raise UsageError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
     reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(), seed=(seed * 1_000_003 + i) % 2**63,
-                    max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop) for i, n in enumerate(lens)]
+                    max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop, exit_threshold=rule.threshold,
+                    exit_mode=rule.mode) for i, n in enumerate(lens)]
     eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
     try: comps = eng.generate(reqs)
     finally: getattr(eng, "close", lambda: None)()    # a vLLM engine holds worker threads and its KV cache
     replay = load_checkpoint(path, "actor", dtype=dt, device=device).eval()   # a fresh instance, as the trainer loads it
-    diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c).cpu()).abs() for c in comps])
+    diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c, rule).cpu()).abs() for c in comps])
+    depths = [d for c in comps for d in c.trace.depths]
     bound = parity_bound(dt, device)
     return dict(ok=bool(diffs.max() <= bound), max_abs_logprob_diff=diffs.max().item(), mean_abs_logprob_diff=diffs.mean().item(),
                 bound=bound, tokens=len(diffs), samples=samples, finish_reasons={r: sum(c.finish_reason == r for c in comps) for r in ("stop", "length")},
@@ -73,7 +84,9 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 layers=dict(prelude=cfg.n_prelude, core=cfg.n_core, coda=cfg.n_coda), hidden_size=cfg.hidden_size,
                 heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
                 tie_embeddings=cfg.tie_embeddings, latent_profile=replay.latent_profile,
-                seed=seed, temperature=temperature, torch=torch.__version__)
+                seed=seed, temperature=temperature, torch=torch.__version__, exit_threshold=rule.threshold, exit_mode=rule.mode,
+                exit_depths={d: depths.count(d) for d in sorted(set(depths))}, distinct_exit_depths=len(set(depths)),
+                mean_exit_depth=sum(depths) / len(depths))
 
 # %% ../nbs/04a_verify.ipynb #b6989553
 def main(argv=None):
@@ -88,9 +101,12 @@ def main(argv=None):
     a("--seed", type=int, default=0, help="seed of the prompts and completions (default: 0)")
     a("--engine", default="native", help="native or vllm (the optional vLLM engine, CPU only; default: native)")
     a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
+    a("--exit-threshold", type=float, default=1.0, help="Ouro: exit at cumulative exit probability ≥ q, 0 < q ≤ 1 (default: 1, full depth)")
+    a("--exit-mode", default="threshold", help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
     ns = ap.parse_args(argv)
     with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), stdout_to_stderr():
-        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature, ns.engine)
+        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature, ns.engine,
+                                   ns.exit_threshold, ns.exit_mode)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
 

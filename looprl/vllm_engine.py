@@ -18,6 +18,7 @@ from fastcore.basics import patch
 from .models import build_model, KVCache, PlaneAttention
 from .latents import LatentTrace
 from .engine import Engine, Request, Completion, PublicationError, check_requests
+from .exits import ExitRule
 from .vllm_plugin import SEED_KEY, check_vllm_version, patch_sampler
 
 # %% auto #0
@@ -212,6 +213,8 @@ def generate(self: VllmEngine, requests: Sequence[Request]) -> list[Completion]:
     if self._stale: raise PublicationError("the committed publication has not reached vLLM's workers: publish a complete policy before generating")
     requests = list(requests)
     check_requests(requests, self.cfg, self.max_len)
+    if any(ExitRule(r.exit_threshold, r.exit_mode).adaptive for r in requests):
+        raise ValueError("exit_threshold/exit_mode: the vLLM engine runs every loop; adaptive exit needs the native engine")
     prompts, params = zip(*[self._vllm_inputs(r) for r in requests]) if requests else ((), ())
     outs = self.llm.generate(list(prompts), list(params), use_tqdm=False) if requests else []
     return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outs)]

@@ -83,6 +83,8 @@ def _measure_commands(sub) -> list:
     ln = sub.add_parser("learning", help="held-out accuracy before and after training runs (see looprl.bench.learning)")
     ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
     ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
+    ln.add_argument("--exit-thresholds", help="Ouro's adaptive exit: accuracy and depth at these thresholds before and after one GRPO run")
+    ln.add_argument("--eval-limit", type=int, default=128, help="held-out questions per measurement with --exit-thresholds")
     k = sub.add_parser("flow-kl")
     return [l, ln, k]
 
@@ -141,6 +143,11 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd == "latents":
         from looprl.bench.latents import bench_latents
         return "latents_speed", bench_latents(n_embd=a.n_embd, positions=a.positions)
+    if a.cmd == "learning" and a.exit_thresholds:
+        from looprl.bench.learning import bench_exit_learning
+        qs = tuple(float(x) for x in a.exit_thresholds.split(","))
+        return "learning_exits", bench_exit_learning(qs, int(a.seeds.split(",")[0]), a.workdir, a.eval_limit, tuple(a.train_args.split()),
+                                                    log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.cmd == "learning":
         from looprl.bench.learning import bench_learning
         return "learning", bench_learning(tuple(a.algorithms.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.workdir,

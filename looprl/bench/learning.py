@@ -12,8 +12,8 @@ from ..cli import UsageError
 from ..state import read_metrics
 
 # %% auto #0
-__all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'mechanisms', 'read_learning_run', 'learning_run', 'spread', 'summarize',
-           'bench_learning']
+__all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'mechanisms', 'read_learning_run', 'learning_run',
+           'spread', 'summarize', 'bench_learning', 'exit_table', 'bench_exit_learning']
 
 # %% ../../nbs/14a_learning.ipynb #fa75683e
 MECHANISMS = {"clipfrac": "PPO ratio clip", "dppo_w_clipfrac": "DPPO correction clamped to [0.5, 2]", "blocked_frac": "Flow-DPPO KL gate"}
@@ -94,3 +94,34 @@ def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 4
             if log: log(f"{alg} seed {seed}: sampled {r['heldout'][0]['sampled_accuracy']:.3f} → {r['heldout'][-1]['sampled_accuracy']:.3f}, "
                         f"greedy {r['heldout'][0]['greedy_accuracy']:.3f} → {r['heldout'][-1]['greedy_accuracy']:.3f}, {r['wall_s']:.0f} s")
     return dict(runs=runs, summary=summarize(runs), time_budget_s=TIME_BUDGET_S, targets=TARGETS, train_args=list(train_args))
+
+# %% ../../nbs/14a_learning.ipynb #f4fe8b49
+EXIT_THRESHOLDS = (1.0, 0.9, 0.7, 0.5)
+
+def exit_table(model_dir, thresholds=EXIT_THRESHOLDS, limit: int = 128, seed: int = 0) -> list[dict]:
+    "Held-out accuracies and mean exit depth of the checkpoint (or run) at `model_dir` at each exit threshold."
+    from looprl.eval import evaluate_model, EvalSpec
+    keys = ("greedy_accuracy", "greedy_ci", "sampled_accuracy", "sampled_ci", "mean_exit_depth", "questions")
+    return [dict(exit_threshold=q, **{k: r[k] for k in keys})
+            for q in thresholds for r in [evaluate_model(model_dir, spec=EvalSpec(seed=seed, exit_threshold=q), limit=limit)]]
+
+# %% ../../nbs/14a_learning.ipynb #5034b483
+def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str | None = None, limit: int = 128,
+                        train_args: tuple = (), log=None) -> dict:
+    """The embedded tiny Ouro's accuracy and depth at each threshold, before and after one GRPO run with adaptive exit
+    (`--exit-threshold 0.9` unless `train_args` says otherwise), and the run's exit depth per update."""
+    from looprl.registry import get_family
+    model = str(get_family("ouro").embedded)
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-exits-"))
+    out = root / f"grpo-exits-{seed}"
+    if out.exists(): raise UsageError(f"--workdir: {out} exists; give an empty --workdir, or none for a new one")
+    before = exit_table(model, thresholds, limit)
+    if log: log("before: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}" for r in before))
+    args = ("--model", model, "--exit-threshold", "0.9", "--eval-limit", str(limit), *train_args)
+    run = learning_run("grpo", seed, out, args)
+    after = exit_table(out, thresholds, limit)
+    if log: log("after: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}" for r in after))
+    depth = [dict(update=u["update"], exit_depth_mean=u["exit_depth_mean"], exit_loop_fraction=u["exit_loop_fraction"])
+             for u in read_metrics(out) if u["kind"] == "update" and "exit_depth_mean" in u]
+    table = [dict(exit_threshold=b["exit_threshold"], before=b, after=a) for b, a in zip(before, after)]
+    return dict(table=table, run=run, training_exit_depth=depth, limit=limit, train_args=list(args))
