@@ -15,7 +15,8 @@ from .records import Completion
 from .state import restore
 
 # %% auto #0
-__all__ = ['PendingRollout', 'own_cuda_stream', 'InFlight', 'RolloutPipeline', 'resume_pending', 'async_unsupported']
+__all__ = ['PendingRollout', 'own_cuda_stream', 'capture_graphs_now', 'InFlight', 'RolloutPipeline', 'resume_pending',
+           'async_unsupported']
 
 # %% ../nbs/11c_pipeline.ipynb #aca931a1
 @dataclass
@@ -45,6 +46,13 @@ def own_cuda_stream():
     with torch.cuda.stream(s): yield
     s.synchronize()
 
+def capture_graphs_now(engine):
+    """Capture every decode-graph bucket of an in-process CUDA engine now, while nothing else runs: a capture that began
+    later, in the rollout's thread while the trainer launches its own work, could fail or make the trainer's calls fail."""
+    eng = None if engine.ray_actor else getattr(getattr(engine, "worker", None), "engine", None)
+    if getattr(eng, "cuda_graphs", False):
+        for b in eng.graph_buckets: eng.decode_graph(b)
+
 class InFlight:
     "One `generate` call of an engine handle running beside training: a Ray actor call, or a thread for an in-process engine."
     def __init__(self, engine, requests: list):
@@ -73,6 +81,7 @@ class RolloutPipeline:
     def __init__(self, engine, cursor, prompts: int, requests, check):
         self.engine, self.cursor, self.prompts, self.requests, self.check = engine, cursor, prompts, requests, check
         self.pending, self.flight = None, None
+        capture_graphs_now(engine)
 
     def _start(self, update: int, seed_update: int, version: int, digest: str):
         rows = self.cursor.take(self.prompts)
