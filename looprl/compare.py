@@ -206,7 +206,15 @@ def _critic(r: dict) -> dict:
 
 def _actor(r: dict) -> dict: return {**each("actor", dig(r["trainer"], "actor", "model")), **_in_ranks(r, "actor", "actor", "model", split=True)}
 def _master(r: dict) -> dict: return each("master", dig(r["trainer"], "actor", "master"))
-def _loop(r: dict) -> dict: return each("loop.json", r["loop"])
+def _loop(r: dict) -> dict:
+    "Entries of loop.json but the pending rollout (a field of its own)."
+    return each("loop.json", {k: v for k, v in r["loop"].items() if k != "pending"} if isinstance(r["loop"], dict) else r["loop"])
+
+def _pending(r: dict) -> dict:
+    "The rollout an asynchronous run's checkpoint holds for the next update (looprl.pipeline), one entry per completion."
+    p = dig(r["loop"], "pending")
+    if not isinstance(p, dict) or lack(p): return {"loop.json pending": p}
+    return {**{f"pending {k}": v for k, v in p.items() if k != "completions"}, **each("pending completion", p.get("completions"))}
 
 # %% ../nbs/12_compare.ipynb #f3f56966
 PER_COMPLETION = dict(tokens=("tokens",), logprobs=("logprobs",), rewards=("reward",), reward_statuses=("reward_status",),
@@ -278,6 +286,7 @@ FIELD_SPECS = {
     **{f"rng.{g}": (_rng(g), None) for g in ("python", "numpy", "torch_cpu")},
     "rng.torch_cuda": (_rng("torch_cuda"), _unless(lambda c: dig(c, "device") == "cpu", "device cpu")),
     "loop": (_loop, None),
+    "pending_rollout": (_pending, _unless(lambda c: dig(c, "async") is not True, "synchronous run")),
     **{f: (_completions(*keys), _NO_CRITIC if f in ("values", "returns") else None) for f, keys in PER_COMPLETION.items()},
     **{f: (_completions(c, record=(r,)), None) for f, (r, c) in PER_RECORD.items()},
     "rollout_other": (_rollout_other, None),

@@ -32,6 +32,7 @@ from .engine import engine_class
 from .megatron import check_backend
 from .options import RunOptions, options_for_resume, check, NOT_STORED     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
+from .pipeline import RolloutPipeline, resume_pending
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare',
@@ -131,7 +132,7 @@ def prepare(o: RunOptions) -> Prepared:
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=r.max_response_tokens,
                      temperature=r.temperature, **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
-        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
+        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_})
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
 
 def _jsonable(d):
@@ -247,7 +248,7 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
 
 # %% ../nbs/11_loop.ipynb #8d6593b7
 def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None,
-               writer=None) -> dict:
+               writer=None, pipe=None) -> dict:
     "Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its metrics line."
     o, t = p.opts, {}
     def phase(name):
@@ -258,10 +259,12 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
-    prompt_rows = cursor.take(o.prompts_per_update)
-    reqs = generate_requests(p, seed_update, prompt_rows)
-    comps = pl.engine.generate(reqs)
-    check_rollout(p, reqs, comps, version, digest)
+    if pipe is not None: prompt_rows, reqs, comps = pipe.rollout(u, seed_update, version, digest)   # --async: looprl.pipeline
+    else:
+        prompt_rows = cursor.take(o.prompts_per_update)
+        reqs = generate_requests(p, seed_update, prompt_rows)
+        comps = pl.engine.generate(reqs)
+        check_rollout(p, reqs, comps, version, digest)
     phase("reward")
     G = o.group_size
     rows = [p.rows[prompt_rows[i // G]] for i in range(len(comps))]
@@ -275,6 +278,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
     try: res = pl.trainer.train(rollout, G)
     except TraceMismatch as e: raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.exits
+    if pipe is not None: phase("wait"); state["pending"] = pipe.finish()         # the next update's rollout, now complete
     phase("record")
     recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
                  prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,
@@ -283,7 +287,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     names = list(t)
-    line = dict(kind="update", update=u, version=version, digest=digest, reward_mean=sum(rewards) / len(rewards),
+    line = dict(kind="update", update=u, version=version, digest=digest, policy_lag=version - comps[0].policy_version,
+                reward_mean=sum(rewards) / len(rewards),
                 reward_statuses=count(r.status for r in results), response_tokens=sum(len(c.tokens) for c in comps),
                 **res["metrics"], time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
     append_metrics(run_dir, line)
@@ -372,6 +377,9 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
             cursor = PromptCursor(len(p.rows), o.seed)
             at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
+            pipe = RolloutPipeline(pl.engine, cursor, o.prompts_per_update, lambda s, rows: generate_requests(p, s, rows),
+                                   lambda *a: check_rollout(p, *a)) if o.async_ else None
+            if pipe is not None and loop is not None: resume_pending(pipe, loop, latest_checkpoint(run_dir))
             start, version = at["update"], at["version"]
             truncate_records(run_dir, start)
             logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
@@ -383,7 +391,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
                 where = f"during update {u}"
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar, writer))
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar, writer, pipe))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
                 logs.sync()

@@ -21,6 +21,7 @@ import torch
 from .engine import ENGINES
 from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
 from .exits import EXIT_MODES, ExitRule, check_exit_rule
+from .pipeline import async_unsupported
 
 # %% auto #0
 __all__ = ['NESTED', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers', 'setting_fields',
@@ -71,6 +72,7 @@ class RunOptions:
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
+    async_: bool = False                  # sample the next update's rollout while training, one policy version behind
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -201,6 +203,7 @@ def validate(self: RunOptions) -> RunOptions:
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     check_log_targets(self.log_to)
     self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
+    if self.async_: check(not (why := async_unsupported(self)), why)          # looprl.pipeline
     return self
 
 @patch
@@ -295,14 +298,14 @@ def option_flags(parser) -> None:
     for name, (owner, f) in setting_fields().items():
         if name == "defaulted": continue                  # set by the command, not a flag
         group = groups[owner]
-        flag, default = "--" + name.replace("_", "-"), f.default
-        kw = dict(help=setting_help(owner, f), default=None)
+        flag, default = "--" + name.rstrip("_").replace("_", "-"), f.default        # async_ → --async
+        kw = dict(help=setting_help(owner, f), default=None, dest=name)
         if "bool" in str(f.type) and default is None:           # on or off, or left to the device: both flags
             group.add_argument(flag, action="store_true", **kw)
             group.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", default=None)
             continue
         if isinstance(default, bool):
-            if default: group.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", **kw)
+            if default: group.add_argument("--no-" + name.replace("_", "-"), action="store_false", **kw)
             else: group.add_argument(flag, action="store_true", **kw)
             continue
         if name in SETTING_CHOICES: kw["choices"] = SETTING_CHOICES[name]

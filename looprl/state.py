@@ -28,7 +28,7 @@ CHECKPOINTS, LATEST = "checkpoints", "latest"
 
 # %% ../nbs/09_state.ipynb #b6fa6fca
 RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy", "rng.torch_cpu",
-              "rng.torch_cuda", "sampler", "cursor", "version")
+              "rng.torch_cuda", "sampler", "cursor", "version", "pending")
 SKIP_RESTORE_VAR = "LOOPRL_SKIP_RESTORE"
 
 def _restorable(part: str) -> bool:
@@ -204,7 +204,7 @@ def upgrade_contract(c):
     the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
     before --full-backprop existed, no family had a gradient schedule to turn off (False)."""
     if not isinstance(c, dict): return c
-    c = {"engine": "native", **c}
+    c = {"engine": "native", "async": False, **c}
     if isinstance(c.get("settings"), dict):
         c["settings"] = {"full_backprop": False, **{k: v for k, v in c["settings"].items() if k != "temperature"}}
     return c

@@ -81,8 +81,8 @@ def test_same_command_twice_is_equal(runs):
     rep = json.loads(r.stdout)
     assert rep["equal"] and rep["different_settings"] == []
     assert [x["field"] for x in rep["fields"]] == list(FIELDS)
-    assert statuses(rep, keep=("equal",)) == {"master": "n/a", "rng.torch_cuda": "n/a"}
-    assert rep["verdict"] == f"EQUAL: {runs['a']} vs {runs['b']} (25 fields equal, 2 n/a)"
+    assert statuses(rep, keep=("equal",)) == {"master": "n/a", "rng.torch_cuda": "n/a", "pending_rollout": "n/a"}
+    assert rep["verdict"] == f"EQUAL: {runs['a']} vs {runs['b']} (25 fields equal, 3 n/a)"
 
 # name: (change to a copy of B standing for A, or None to use run A; change to a copy of B; field; status; message part)
 SABOTAGES = {
@@ -131,7 +131,7 @@ def test_heldout_on_one_side_only_is_missing_unless_ignored(runs, capsys):
     assert code == 1 and statuses(rep) == {"heldout": "missing"}
     assert row(rep, "heldout")["first_difference"].startswith("missing in B: heldout lines of metrics.jsonl: absent")
     code, rep = compare(runs["a"], runs["no_eval"], "--ignore", "heldout", capsys=capsys)
-    assert code == 0 and rep["verdict"].endswith("(24 fields equal, 2 n/a, 1 ignored)")
+    assert code == 0 and rep["verdict"].endswith("(24 fields equal, 3 n/a, 1 ignored)")
     code, rep = compare(runs["no_eval"], runs["no_eval"], capsys=capsys)
     assert code == 0 and row(rep, "heldout")["status"] == "n/a"
 
@@ -146,7 +146,7 @@ def test_grpo_against_ppo_is_different_runs(runs):
 
 def test_not_applicable_is_decided_by_the_contract(runs, copies, capsys):
     code, rep = compare(runs["grpo"], copies("grpo", "same"), capsys=capsys)
-    assert code == 0 and statuses(rep, keep=("equal",)) == {f: "n/a" for f in ("master", "critic", "rng.torch_cuda", "values", "returns", "heldout")}
+    assert code == 0 and statuses(rep, keep=("equal",)) == {f: "n/a" for f in ("master", "critic", "rng.torch_cuda", "pending_rollout", "values", "returns", "heldout")}
     assert (row(rep, "critic")["note"], row(rep, "master")["note"]) == ("algorithm grpo", "precision fp32")
     stray = copies("grpo", "stray")                 # a critic in a GRPO checkpoint is a difference, not a detail
     critic = torch.load(latest_checkpoint(runs["a"]) / "trainer.pt", weights_only=True)["critic"]

@@ -13,7 +13,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=$(mkdir -p "${OUT:-out}" && cd "${OUT:-out}" && pwd) || { echo "benchmarks/gpu: OUT=${OUT:-out} is not a writable directory" >&2; exit 2; }
 export OUT
 NGPUS=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null) || NGPUS=0
-[ "${NGPUS:-0}" -gt 0 ] || { echo "benchmarks/gpu: no CUDA device (torch.cuda.device_count() is 0, or torch does not import)" >&2; exit 2; }
+[ "${NGPUS:-0}" -gt 0 ] || [ "${CPU_CHECK:-0}" = 1 ] || { echo "benchmarks/gpu: no CUDA device (torch.cuda.device_count() is 0, or torch does not import)" >&2; exit 2; }
 
 # The settings the scripts read from the environment; LOOPRL_SCRIPT names those that are set.
 SETTINGS="STAGE WORKERS TRANSPORT BACKEND REWARD BUDGET_S STEP_TIMEOUT_S MAX_RUNS PHASE_BUDGET RESET"

@@ -78,18 +78,22 @@ def _run_commands(sub) -> list:
 
 # %% ../../nbs/14_bench.ipynb #b933cc30
 def _measure_commands(sub) -> list:
-    "The parsers of `latents`, `learning` and `flow-kl`."
+    "The parsers of `latents`, `learning`, `flow-kl` and `async`."
     l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
     ln = sub.add_parser("learning", help="held-out accuracy before and after training runs (see looprl.bench.learning)")
     ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
     ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
     ln.add_argument("--exit-thresholds", help="Ouro's adaptive exit: accuracy and depth at these thresholds before and after one GRPO run")
     ln.add_argument("--eval-limit", type=int, default=128, help="held-out questions per measurement with --exit-thresholds")
+    ln.add_argument("--async", dest="async_", action="store_true", help="train with --async (looprl.pipeline)")
     k = sub.add_parser("flow-kl")
-    return [l, ln, k]
+    a = sub.add_parser("async", help="the same run synchronous and with --async, in matched pairs (see looprl.bench.asynchronous)")
+    a.add_argument("--pairs", type=int, default=2); a.add_argument("--workdir", help="where the runs go (default: the temp dir)")
+    a.add_argument("--train-args", default="", help="looprl.train arguments of both runs")
+    return [l, ln, k, a]
 
 # %% ../../nbs/14_bench.ipynb #0df28ab3
-BENCH_USAGE = "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning} [options]"
+BENCH_USAGE = "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"
 
 def bench_parser():
     "The argument parser of `python -m looprl.bench`: one subcommand per benchmark, each with `--out`."
@@ -151,13 +155,16 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd == "learning":
         from looprl.bench.learning import bench_learning
         return "learning", bench_learning(tuple(a.algorithms.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.workdir,
-                                          tuple(a.train_args.split()), log=lambda m: print(m, file=sys.stderr, flush=True))
+                                          tuple(a.train_args.split()) + ("--async",) * a.async_, log=lambda m: print(m, file=sys.stderr, flush=True))
+    if a.cmd == "async":
+        from looprl.bench.asynchronous import bench_async
+        return "async", bench_async(a.pairs, tuple(a.train_args.split()), a.workdir, log=lambda m: print(m, file=sys.stderr, flush=True))
     from looprl.bench.flow_kl import bench_flow_kl
     return "flow_kl_memory", bench_flow_kl()
 
 # %% ../../nbs/14_bench.ipynb #92373ad8
 def main(argv=None):
-    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning} [options]"
+    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"
     argv = list(sys.argv[1:] if argv is None else argv)
     a = bench_parser().parse_args(argv)
     try: name, res = bench_result(a)
