@@ -192,7 +192,7 @@ def decode(self: ExitRun, tok, pos: list, seeds_d, temps_d, cache):
     tok, lp = sample_tokens(self.model.logits(h), seeds_d, pos_d + 1, temps_d)
     return tok, self.took(lp, torch.arange(B, device=dev), torch.zeros(B, dtype=torch.int64, device=dev))
 
-# %% ../nbs/04d_exits.ipynb #556b7fb6
+# %% ../nbs/04d_exits.ipynb #7b0180f5
 def exit_run(engine, reqs, seeds) -> ExitRun | None:
     "The batch's ExitRun, or None when every request runs Ouro's full depth (today's path, untouched)."
     rules = [ExitRule(float(getattr(r, "exit_threshold", 1.0)), getattr(r, "exit_mode", "threshold")) for r in reqs]
