@@ -192,8 +192,12 @@ def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
     return out
 
 def _state(key: str, name: str):
-    "Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every rank's file."
-    return lambda r: {k: v for l in _learners(r) for k, v in {f"{l} {name}": dig(r["trainer"], l, key), **_in_ranks(r, f"{l} {name}", l, key)}.items()}
+    """Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every rank's
+    file; a run of several trainer processes keeps its optimizer state in the rank files only."""
+    def entries(r, l):
+        gathered = {} if key == "optimizer" and _ranks(r) else {f"{l} {name}": dig(r["trainer"], l, key)}
+        return {**gathered, **_in_ranks(r, f"{l} {name}", l, key)}
+    return lambda r: {k: v for l in _learners(r) for k, v in entries(r, l).items()}
 
 def _rng(name: str):
     "Entries of one generator, in the driver's process (rng.pt), in the trainer's (trainer.pt) and in every trainer rank's."

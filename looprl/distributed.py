@@ -347,19 +347,20 @@ def _gathered(model, x, name: str):
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
 
 @patch
-def full_state(self: ShardedLearner) -> dict:
+def full_state(self: ShardedLearner, optimizer: bool = True) -> dict:
     """The learner's state as one process's `Learner.state_dict` holds it (whole tensors, native layout, FP32 masters in
-    fp16), so `looprl.compare` reads a sharded run like any other. A collective; every rank gets it."""
+    fp16), so `looprl.compare` reads a sharded run like any other; without the optimizer state if not `optimizer` (a
+    checkpoint has it in the rank files). A collective; every rank gets it."""
     names = [n for n, p in self.model.named_parameters() if p.requires_grad]
     model = {k: _gathered(self.model, v, k) for k, v in self.model.state_dict().items()}
     sd = self.opt.state_dict()
-    opt = {**sd, "state": {i: {k: _gathered(self.model, v, names[i]) for k, v in st.items()} for i, st in sd["state"].items()}}
+    opt = {**sd, "state": {i: {k: _gathered(self.model, v, names[i]) for k, v in st.items()} for i, st in sd["state"].items()}} if optimizer else None
     master = None
     if self.s.precision == "fp16":        # one process keeps FP16 parameters and a list of FP32 masters
         master, trained = [model[n] for n in names], set(names) | _aliases(self.model, names)
         model = {k: v for k, v in model.items() if k not in trained}
-    return dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(),
-                scaler=asdict(ScalerState.of(self)))
+    out = dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(), scaler=asdict(ScalerState.of(self)))
+    return out if optimizer else {k: v for k, v in out.items() if k != "optimizer"}
 
 def _aliases(model, names) -> set:
     "State-dict names that are other names of trained parameters (a tied head)."
@@ -379,9 +380,9 @@ def load_local_state(self: ShardedTrainer, d: dict):
     if self.critic is not None: self.critic.load_local_state(d["critic"], "critic", self.rank)
 
 @patch
-def full_state(self: ShardedTrainer) -> dict:
-    "The whole state in one process's `Trainer.state_dict` layout (a collective)."
-    return dict(actor=self.actor.full_state(), critic=None if self.critic is None else self.critic.full_state())
+def full_state(self: ShardedTrainer, optimizer: bool = True) -> dict:
+    "The whole state in one process's `Trainer.state_dict` layout (a collective); without the optimizer state if not `optimizer`."
+    return dict(actor=self.actor.full_state(optimizer), critic=None if self.critic is None else self.critic.full_state(optimizer))
 
 # %% ../nbs/08b_distributed.ipynb #d17fce9f
 def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))          # plain pickles: tensors travel as bytes, no shared memory

@@ -91,7 +91,9 @@ def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "What the run directory holds at its fullest: checkpoints (kept and being written) and exported policies."
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
-    one = checkpoint_bytes(cfg, o, counts) * (2 if o.trainer_processes > 1 and o.trainer.backend == "torch" else 1)   # rank files + gathered trainer.pt
+    roles = ("actor",) if o.algorithm == "grpo" else ("actor", "critic")
+    gathered = sum(4 * counts[r]["params"] + counts[r]["buffer_bytes"] for r in roles)   # trainer.pt beside the rank files
+    one = checkpoint_bytes(cfg, o, counts) + (gathered if o.trainer_processes > 1 and o.trainer.backend == "torch" else 0)
     policy = (2 if prec == "fp16" else 4) * counts["actor"]["params"]
     kept = exported = 0; fullest = (0, 0, 0, "")       # (bytes, checkpoints, policies, when)
     for u in range(1, o.updates + 1):

@@ -358,9 +358,10 @@ class TrainerRank(TrainerWorker):
             save_checkpoint(model, path, dtype=self.trainer.s.dtype, tokenizer=load_tokenizer(self.model_dir))
 
     def save(self, d: str):
-        "Every rank writes its own file (shards, optimizer state, RNG); rank 0 adds the whole state as `trainer.pt`."
+        """Every rank writes its own file (shards, optimizer state, RNG); rank 0 adds the gathered weights, masters,
+        schedules and scalers as `trainer.pt` (the optimizer state is written once, in the rank files)."""
         save_rank_state(self.trainer.local_state(), Path(d), self.rank, self.world, self.tp)
-        full = self.trainer.full_state()
+        full = self.trainer.full_state(optimizer=False)
         if self.rank == 0: save_trainer_state(full, Path(d), self.world, self.tp)
 
     def load(self, d: str): self.trainer.load_local_state(load_rank_state(Path(d), self.rank, self.world, self.tp))

@@ -51,6 +51,15 @@ def test_two_process_resume_is_equal(runs, tmp_path):
     rep = run_cli("looprl.compare", runs["straight"], c)
     assert rep.returncode == 0 and "EQUAL" in rep.stdout, rep.stdout
 
+def test_the_optimizer_state_is_written_once(runs):
+    "The rank files hold the AdamW moments; the gathered trainer.pt beside them holds weights and masters, not the moments."
+    ck = runs["straight"] / "checkpoints" / "update-000003"
+    gathered = torch.load(ck / "trainer.pt", weights_only=True)
+    ranks = [torch.load(ck / f"trainer-rank{r}.pt", weights_only=True) for r in (0, 1)]
+    for role in ("actor", "critic"):
+        assert "optimizer" not in gathered[role] and gathered[role]["model"], sorted(gathered[role])
+        assert all(st[role]["optimizer"]["state"] for st in ranks)          # each rank's moments of its shard
+
 def test_a_shard_not_restored_is_different(runs, tmp_path):
     c, r = resumed(runs, tmp_path, env={"LOOPRL_SKIP_RESTORE": "shard.1"})        # rank 1 keeps its fresh shards
     assert r.returncode == 0, r.stderr
