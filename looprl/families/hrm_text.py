@@ -26,7 +26,8 @@ def hrm_shape(raw: dict, src: str = "config.json") -> dict:
     n = need("num_layers_per_stack", int, default=None, required=False)
     if n is None: n = need("num_hidden_layers", int)
     elif need("num_hidden_layers", int) != n * H * (L + 1):
-        raise ConfigError(f"{src}: num_hidden_layers {raw['num_hidden_layers']} != num_layers_per_stack × H_cycles × (L_cycles+1)")
+        raise ConfigError(f"{src}: num_hidden_layers {raw['num_hidden_layers']} != "
+                          "num_layers_per_stack × H_cycles × (L_cycles+1)")
     bp = raw.get("L_bp_cycles", [2])                     # transformers' default
     if not (isinstance(bp, list) and all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k <= L for k in bp)):
         raise ConfigError(f"{src}: key 'L_bp_cycles' must be a list of ints in [0, L_cycles], got {bp!r}")
@@ -41,13 +42,15 @@ def hrm_text_fields(raw: dict, src: str) -> dict:
     "LoopedConfig fields from an HRM-Text config.json: Llama keys; the loop is the H cycle, of n·(L_cycles+1) planes."
     shape = hrm_shape(raw, src)
     rope = raw.get("rope_parameters") or {}
-    if rope.get("rope_type", "default") != "default": raise ConfigError(f"{src}: rope_parameters.rope_type {rope['rope_type']!r} is not supported")
-    raw = {**raw, "rope_theta": raw.get("rope_theta", rope.get("rope_theta", 10000.0)), "head_dim": raw.get("head_dim", 128),
-           "num_hidden_layers": shape["layers"]}
+    if rope.get("rope_type", "default") != "default":
+        raise ConfigError(f"{src}: rope_parameters.rope_type {rope['rope_type']!r} is not supported")
+    raw = {**raw, "rope_theta": raw.get("rope_theta", rope.get("rope_theta", 10000.0)),
+           "head_dim": raw.get("head_dim", 128), "num_hidden_layers": shape["layers"]}
     for k in ("attention_bias", "mlp_bias"):
         if raw.get(k): raise ConfigError(f"{src}: key '{k}' is true; HRM-Text's projections have no bias")
     f = llama_fields(raw, src, "H_cycles")
-    if f["n_kv_heads"] != f["n_heads"]: raise ConfigError(f"{src}: num_key_value_heads {f['n_kv_heads']} != num_attention_heads (HRM-Text has no GQA)")
+    if f["n_kv_heads"] != f["n_heads"]:
+        raise ConfigError(f"{src}: num_key_value_heads {f['n_kv_heads']} != num_attention_heads (HRM-Text has no GQA)")
     return {**f, "n_core": shape["layers"] * (shape["L_cycles"] + 1)}
 
 TINY = {"model_type": "hrm_text", "architectures": ["HrmTextForCausalLM"],
@@ -71,7 +74,8 @@ class WeightlessRMSNorm(nn.Module):
 class GatedAttention(PlaneAttention):
     "HRM-Text's attention: q, k, v, o and a gate projection; `o_proj(sigmoid(gate_proj(x)) · attn)`; rotate-half RoPE."
     rope = staticmethod(rope_half)
-    tp_plan = {"q_proj": "colwise", "k_proj": "colwise", "v_proj": "colwise", "gate_proj": "colwise", "o_proj": "rowwise"}
+    tp_plan = {"q_proj": "colwise", "k_proj": "colwise", "v_proj": "colwise", "gate_proj": "colwise",
+               "o_proj": "rowwise"}
     def __init__(self, cfg: LoopedConfig):
         super().__init__()
         E, H, D = cfg.hidden_size, cfg.n_heads, cfg.head_dim
@@ -98,7 +102,8 @@ class HrmBlock(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.self_attn, self.mlp = GatedAttention(cfg), GatedMLP(cfg)
-        self.input_layernorm, self.post_attention_layernorm = WeightlessRMSNorm(cfg.norm_eps), WeightlessRMSNorm(cfg.norm_eps)
+        self.input_layernorm = WeightlessRMSNorm(cfg.norm_eps)
+        self.post_attention_layernorm = WeightlessRMSNorm(cfg.norm_eps)
     def forward(self, h, ctx, plane):
         h = h + self.self_attn(self.input_layernorm(h), ctx, plane)
         return h + self.mlp(self.post_attention_layernorm(h), fused=ctx.fused)
@@ -133,7 +138,8 @@ class HrmTextLM(LoopedLM):
 # %% ../../nbs/02e_hrm_text.ipynb #e2a00011
 def prefix_mask(positions, n_keys: int, prompt_lens):
     "Boolean [B,1,S,K] mask: key j visible to a query at t iff j ≤ t, or both lie in the row's prompt (t, j < P)."
-    t, j, P = positions[:, :, None], torch.arange(n_keys, device=positions.device)[None, None, :], prompt_lens[:, None, None]
+    t, P = positions[:, :, None], prompt_lens[:, None, None]
+    j = torch.arange(n_keys, device=positions.device)[None, None, :]
     return ((j <= t) | ((t < P) & (j < P)))[:, None]
 
 # %% ../../nbs/02e_hrm_text.ipynb #e2a00014
@@ -167,6 +173,6 @@ def weight_groups(self: HrmTextLM):
                 rows=m.embed_tokens)
 
 # %% ../../nbs/02e_hrm_text.ipynb #e2a0001c
-FAMILY = Family(name="hrm_text", parse=hrm_text_fields, provider=HrmTextLM, depth_key="H_cycles", default_precision="fp32",
-                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"hrm-text-1b": "hrm-text-1b.json"},
-                embedded=ASSETS / "tiny-hrm-text")
+FAMILY = Family(name="hrm_text", parse=hrm_text_fields, provider=HrmTextLM, depth_key="H_cycles",
+                default_precision="fp32", tiny=TINY, size_keys=LLAMA_SIZE_KEYS,
+                presets={"hrm-text-1b": "hrm-text-1b.json"}, embedded=ASSETS / "tiny-hrm-text")
