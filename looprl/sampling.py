@@ -10,7 +10,7 @@ import torch
 from .objectives import selected_logprobs
 
 # %% auto #0
-__all__ = ['M32', 'hash_uniform', 'processed_logprobs', 'sample_tokens']
+__all__ = ['M32', 'mix_word', 'absorb_word', 'fmix32', 'hash_uniform', 'processed_logprobs', 'sample_tokens']
 
 # %% ../nbs/04_sampling.ipynb #1b9c4f46
 M32 = 0xFFFFFFFF
@@ -21,15 +21,15 @@ def _mul32(x, c: int):
 
 def _rotl32(x, r: int): return ((x << r) & M32) | (x >> (32 - r))
 
-def _mix_word(k):
+def mix_word(k):
     "MurmurHash3's scrambling of one 32-bit input word."
     return _mul32(_rotl32(_mul32(k, 0xCC9E2D51), 15), 0x1B873593)
 
-def _absorb(h, k_mixed):
+def absorb_word(h, k_mixed):
     "One MurmurHash3 block round: absorb a scrambled word into the state `h`."
     return (_rotl32(h ^ k_mixed, 13) * 5 + 0xE6546B64) & M32
 
-def _fmix32(h):
+def fmix32(h):
     h = h ^ (h >> 16); h = _mul32(h, 0x85EBCA6B)
     h = h ^ (h >> 13); h = _mul32(h, 0xC2B2AE35)
     return h ^ (h >> 16)
@@ -39,9 +39,9 @@ def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
     s = seeds.to(torch.int64)
     h = torch.zeros_like(s)
     for word in (s & M32, s >> 32, positions.to(torch.int64) & M32):   # per-row prefix, [B]
-        h = _absorb(h, _mix_word(word))
+        h = absorb_word(h, mix_word(word))
     v = torch.arange(vocab_size, device=s.device, dtype=torch.int64)
-    h = _fmix32(_absorb(h[:, None], _mix_word(v)[None, :]) ^ 16)       # 16 = key length in bytes
+    h = fmix32(absorb_word(h[:, None], mix_word(v)[None, :]) ^ 16)       # 16 = key length in bytes
     return ((h >> 8).to(torch.float64) + 0.5) / 2**24
 
 # %% ../nbs/04_sampling.ipynb #aa44e267

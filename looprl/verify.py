@@ -15,7 +15,8 @@ from .models import LoopedLM, param_count
 from .hf import load_checkpoint, CheckpointError
 from .latents import check_trace
 from .precision import PRECISIONS, dtype_name
-from .engine import Engine, Request, Completion, PublicationError, engine_class
+from .engine import Engine, Request, Completion, PublicationError
+from .engines import engine_class
 from .trainer import SequenceBatch, response_logprobs
 from .records import Rollout
 from .exits import ExitRule, check_exit_rule, exit_contract, replay_exits

@@ -79,11 +79,11 @@ class TrainerWorker:
         return nested_state_digest(self.trainer.state_dict())
 
 class EngineWorker:
-    "Owns the rollout engine (`engine`: native or vllm, see `looprl.engine.engine_class`) on its dedicated device."
+    "Owns the rollout engine (`engine`: native or vllm, see `looprl.engines.engine_class`) on its dedicated device."
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
                  cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1,
                  engine: str = "native"):
-        from looprl.engine import engine_class
+        from looprl.engines import engine_class
         if threads: torch.set_num_threads(threads)
         make = engine_class(engine, device)
         if cuda_graphs and engine != "native": raise ValueError(f"cuda_graphs: the {engine} engine has no CUDA graphs")

@@ -194,7 +194,7 @@ def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8,
     """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
     `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times after
     one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the next starts."""
-    from looprl.engine import engine_class
+    from looprl.engines import engine_class
     path = Path(model_dir)
     cfg = load_config(path)
     reqs = _random_requests(cfg.vocab_size, batch, prompt_tokens, new_tokens, seed)
