@@ -174,24 +174,6 @@ class ExitRun:
         "The exit depth of row `i`'s first `n` tokens."
         return [int(d[i]) for d in self.depths[:n]]
 
-# %% ../nbs/04d_exits.ipynb #556b7fb6
-def exit_run(engine, reqs, seeds) -> ExitRun | None:
-    "The batch's ExitRun, or None when every request runs Ouro's full depth (today's path, untouched)."
-    rules = [ExitRule(float(getattr(r, "exit_threshold", 1.0)), getattr(r, "exit_mode", "threshold")) for r in reqs]
-    if not any(r.adaptive for r in rules): return None
-    if not hasattr(engine.model.model, "early_exit_gate"):
-        raise ValueError(f"exit_threshold/exit_mode: {engine.cfg.family} has no exit gate (adaptive exit is Ouro's)")
-    return ExitRun(engine.model, rules, seeds)
-
-@patch
-def decode(self: ExitRun, tok, pos: list, seeds_d, temps_d, cache):
-    "One decode step with exits over `cache`'s rows (eager: CUDA graphs run full depth): next tokens, joint log-probs."
-    B, dev = tok.shape[0], tok.device
-    pos_d = torch.tensor(pos, dtype=torch.int64, device=dev)
-    h = self.forward(tok[:, None], pos_d[:, None], cache)[:, 0]
-    tok, lp = sample_tokens(self.model.logits(h), seeds_d, pos_d + 1, temps_d)
-    return tok, self.took(lp, torch.arange(B, device=dev), torch.zeros(B, dtype=torch.int64, device=dev))
-
 # %% ../nbs/04d_exits.ipynb #7b0180f5
 def exit_run(engine, reqs, seeds) -> ExitRun | None:
     "The batch's ExitRun, or None when every request runs Ouro's full depth (today's path, untouched)."
