@@ -20,8 +20,7 @@ from .precision import dtype_name
 
 # %% auto #0
 __all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
-           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'make_tiny_checkpoint',
-           'checkpoint_sha256']
+           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'checkpoint_sha256']
 
 # %% ../nbs/03_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
@@ -159,13 +158,6 @@ def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: Lo
     return load_into(model, read_tensors(path), str(path))
 
 # %% ../nbs/03_hf.ipynb #09b5197b
-def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, **overrides) -> Path:
-    "A tiny `family` checkpoint directory with random weights and a tokenizer, in the real layout."
-    from looprl.data import build_char_tokenizer, TINY_ALPHABET
-    cfg = tiny_config(family, **overrides)
-    model = init_weights(build_model(cfg), seed=seed, perturb_norms=True)
-    return save_checkpoint(model, out, dtype=dtype, tokenizer=build_char_tokenizer(TINY_ALPHABET))
-
 def checkpoint_sha256(path) -> str:
     "SHA-256 over a checkpoint directory's config and weight files (names and bytes): the model's identity in a run contract."
     path, h = Path(path), hashlib.sha256()

@@ -11,10 +11,21 @@ from pathlib import Path
 from .cli import command_parser, refuse_bad_input
 from .config import ConfigError, tiny_config
 from .registry import family_names
-from .hf import make_tiny_checkpoint, checkpoint_sha256
+import torch
+from .data import build_char_tokenizer, TINY_ALPHABET
+from .models import build_model, init_weights
+from .hf import checkpoint_sha256, save_checkpoint
 
 # %% auto #0
-__all__ = ['check_output', 'check_request', 'make_tiny', 'main']
+__all__ = ['make_tiny_checkpoint', 'check_output', 'check_request', 'make_tiny', 'main']
+
+# %% ../nbs/03b_make_tiny.ipynb #9a1f3c2e
+def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, **overrides) -> Path:
+    "A tiny `family` checkpoint directory with random weights and a tokenizer, in the real layout."
+    cfg = tiny_config(family, **overrides)
+    model = init_weights(build_model(cfg), seed=seed, perturb_norms=True)
+    return save_checkpoint(model, out, dtype=dtype, tokenizer=build_char_tokenizer(TINY_ALPHABET))
+
 
 # %% ../nbs/03b_make_tiny.ipynb #aaa0a284
 def check_output(out) -> Path:

@@ -8,12 +8,13 @@ Docs: https://looprl.github.io/looprl/objectives.html.md"""
 from __future__ import annotations
 import math
 import torch
-from torch.autograd.function import once_differentiable
+from .sampling import chunked_logsumexp, selected_logprobs, vocab_spans
+
 
 # %% auto #0
 __all__ = ['AGGREGATIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae', 'grpo_advantages', 'ppo_policy_loss',
-           'dppo_policy_loss', 'chunked_logsumexp', 'selected_logprobs', 'categorical_kl', 'token_entropy',
-           'entropy_from_logits', 'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss']
+           'dppo_policy_loss', 'categorical_kl', 'token_entropy', 'entropy_from_logits', 'flow_dppo_policy_loss',
+           'flow_dppo_halves', 'value_loss']
 
 # %% ../nbs/07_objectives.ipynb #8922a146
 def _valid(mask: torch.Tensor) -> torch.Tensor: return mask if mask.dtype == torch.bool else mask != 0
@@ -141,57 +142,13 @@ def dppo_policy_loss(logp, logp_prox, logp_behaviour, advantages, mask, clip_low
                behaviour_kl=_f(masked_mean(torch.expm1(log_w) - log_w, m)))
     return aggregate(surrogate * w, mask, agg), met
 
-# %% ../nbs/07_objectives.ipynb #22cd0af6
-def _spans(V: int, chunk_size: int | None):
-    step = V if not chunk_size or chunk_size >= V else int(chunk_size)
-    return [(a, min(a + step, V)) for a in range(0, V, step)]
-
-def _acc(dtype): return torch.float64 if dtype == torch.float64 else torch.float32
-
-def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=None) -> torch.Tensor:
-    "log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
-    with torch.no_grad():
-        dt = acc or _acc(logits.dtype)
-        spans = _spans(logits.shape[-1], chunk_size)
-        mx = torch.full(logits.shape[:-1], -math.inf, dtype=dt, device=logits.device)
-        for a, b in spans: mx = torch.maximum(mx, logits[..., a:b].amax(-1).to(dt))
-        mx = torch.where(torch.isfinite(mx), mx, torch.zeros((), dtype=dt, device=mx.device))
-        s = torch.zeros_like(mx)
-        for a, b in spans: s += (logits[..., a:b].to(dt) - mx[..., None]).exp_().sum(-1)
-        return mx + s.log()
-
-# %% ../nbs/07_objectives.ipynb #53687398
-class _SelectedLogprob(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits, actions, chunk_size):
-        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)          # FP64 sums: the same bits for any chunking
-        out = (logits.gather(-1, actions[..., None]).squeeze(-1).double() - lse).to(_acc(logits.dtype))
-        ctx.save_for_backward(logits, actions, lse.to(_acc(logits.dtype)))
-        ctx.chunk_size = chunk_size
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, g):
-        logits, actions, lse = ctx.saved_tensors
-        grad = torch.empty_like(logits)
-        for a, b in _spans(logits.shape[-1], ctx.chunk_size):      # ∂/∂z_v = −g · softmax(z)_v ...
-            grad[..., a:b] = (logits[..., a:b].to(lse.dtype) - lse[..., None]).exp_().mul_(-g[..., None])
-        grad.scatter_add_(-1, actions[..., None], g[..., None].to(grad.dtype))   # ... + g · [v = a]
-        return grad, None, None
-
-def selected_logprobs(logits: torch.Tensor, actions: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
-    "log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized temporaries."
-    if logits.shape[:-1] != actions.shape: raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
-    return _SelectedLogprob.apply(logits, actions.long(), chunk_size)
-
 # %% ../nbs/07_objectives.ipynb #1f34a240
 def categorical_kl(old_logprobs: torch.Tensor, logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
     "KL(old ‖ softmax(logits)) per position over the full vocabulary, chunked, p_old = 0 terms exactly 0; no gradient."
     with torch.no_grad():
         lse = chunked_logsumexp(logits, chunk_size)
         dt, kl = lse.dtype, torch.zeros_like(lse)
-        for a, b in _spans(logits.shape[-1], chunk_size):
+        for a, b in vocab_spans(logits.shape[-1], chunk_size):
             log_p = old_logprobs[..., a:b].to(device=logits.device, dtype=dt)
             term = (logits[..., a:b].to(dt) - lse[..., None]).sub_(log_p).neg_()     # log p − log q, in place
             p = log_p.exp()
@@ -204,7 +161,7 @@ def token_entropy(logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.
     with torch.no_grad():
         lse = chunked_logsumexp(logits, chunk_size)
         h = torch.zeros_like(lse)
-        for a, b in _spans(logits.shape[-1], chunk_size):
+        for a, b in vocab_spans(logits.shape[-1], chunk_size):
             log_q = logits[..., a:b].to(lse.dtype) - lse[..., None]
             q = log_q.exp()
             h -= log_q.mul_(q).masked_fill_(q == 0, 0.0).sum(-1)

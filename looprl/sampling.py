@@ -6,11 +6,14 @@ Docs: https://looprl.github.io/looprl/sampling.html.md"""
 
 # %% ../nbs/04_sampling.ipynb #5a0e0003
 from __future__ import annotations
+import math
 import torch
-from .objectives import selected_logprobs
+from torch.autograd.function import once_differentiable
+
 
 # %% auto #0
-__all__ = ['M32', 'mix_word', 'absorb_word', 'fmix32', 'hash_uniform', 'processed_logprobs', 'sample_tokens']
+__all__ = ['M32', 'mix_word', 'absorb_word', 'fmix32', 'hash_uniform', 'vocab_spans', 'chunked_logsumexp', 'selected_logprobs',
+           'processed_logprobs', 'sample_tokens']
 
 # %% ../nbs/04_sampling.ipynb #1b9c4f46
 M32 = 0xFFFFFFFF
@@ -44,9 +47,53 @@ def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) 
     h = fmix32(absorb_word(h[:, None], mix_word(v)[None, :]) ^ 16)       # 16 = key length in bytes
     return ((h >> 8).to(torch.float64) + 0.5) / 2**24
 
+# %% ../nbs/04_sampling.ipynb #22cd0af6
+def vocab_spans(V: int, chunk_size: int | None):
+    step = V if not chunk_size or chunk_size >= V else int(chunk_size)
+    return [(a, min(a + step, V)) for a in range(0, V, step)]
+
+def _acc(dtype): return torch.float64 if dtype == torch.float64 else torch.float32
+
+def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=None) -> torch.Tensor:
+    "log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
+    with torch.no_grad():
+        dt = acc or _acc(logits.dtype)
+        spans = vocab_spans(logits.shape[-1], chunk_size)
+        mx = torch.full(logits.shape[:-1], -math.inf, dtype=dt, device=logits.device)
+        for a, b in spans: mx = torch.maximum(mx, logits[..., a:b].amax(-1).to(dt))
+        mx = torch.where(torch.isfinite(mx), mx, torch.zeros((), dtype=dt, device=mx.device))
+        s = torch.zeros_like(mx)
+        for a, b in spans: s += (logits[..., a:b].to(dt) - mx[..., None]).exp_().sum(-1)
+        return mx + s.log()
+
+# %% ../nbs/04_sampling.ipynb #53687398
+class _SelectedLogprob(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, actions, chunk_size):
+        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)          # FP64 sums: the same bits for any chunking
+        out = (logits.gather(-1, actions[..., None]).squeeze(-1).double() - lse).to(_acc(logits.dtype))
+        ctx.save_for_backward(logits, actions, lse.to(_acc(logits.dtype)))
+        ctx.chunk_size = chunk_size
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        logits, actions, lse = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for a, b in vocab_spans(logits.shape[-1], ctx.chunk_size):      # ∂/∂z_v = −g · softmax(z)_v ...
+            grad[..., a:b] = (logits[..., a:b].to(lse.dtype) - lse[..., None]).exp_().mul_(-g[..., None])
+        grad.scatter_add_(-1, actions[..., None], g[..., None].to(grad.dtype))   # ... + g · [v = a]
+        return grad, None, None
+
+def selected_logprobs(logits: torch.Tensor, actions: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
+    "log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized temporaries."
+    if logits.shape[:-1] != actions.shape: raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
+    return _SelectedLogprob.apply(logits, actions.long(), chunk_size)
+
 # %% ../nbs/04_sampling.ipynb #aa44e267
 def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) -> torch.Tensor:
-    "log_softmax(logits / T) at `tokens`, in FP32: `objectives.selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
+    "log_softmax(logits / T) at `tokens`, in FP32: `selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
     T = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
     z = logits.float() / T[..., None] if T.dim() else logits.float() / T
     return selected_logprobs(z, tokens.to(torch.int64))

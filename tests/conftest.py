@@ -13,7 +13,7 @@ def run_cli(module, *args, env=None, timeout=600):
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     "Tiny checkpoints of the three families in the real layouts, with random weights."
-    from looprl.hf import make_tiny_checkpoint
+    from looprl.make_tiny import make_tiny_checkpoint
     root = tmp_path_factory.mktemp("models")
     return {f: make_tiny_checkpoint(f, root / f, seed=7) for f in ("huginn_raven", "ouro", "nanbeige")}
 

@@ -5,7 +5,8 @@ from conftest import ROOT
 from looprl.config import load_config, tiny_config
 from looprl.distributed import RankError, run_ranks, shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
 from looprl.testing import count_collectives, tensor_parallel_replay, single_replay
-from looprl.hf import make_tiny_checkpoint, read_tensors, load_into, export_tensors, state_digest
+from looprl.hf import read_tensors, load_into, export_tensors, state_digest
+from looprl.make_tiny import make_tiny_checkpoint
 from looprl.models import build_model, init_weights
 from looprl.trainer import TrainSettings, build_trainer
 from looprl.records import Rollout

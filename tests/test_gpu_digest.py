@@ -10,7 +10,8 @@ import torch
 from looprl import gpu_digest
 from looprl.bench import digest as bench
 from looprl.digest import DIGEST_BLOCK, DIGEST_RUN, tensor_leaf, digest_from_leaves, submit_blocks, gather_blocks, leaf_from_blocks
-from looprl.hf import state_digest, tensor_leaves, make_tiny_checkpoint, read_tensors
+from looprl.hf import state_digest, tensor_leaves, read_tensors
+from looprl.make_tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = torch.cuda.is_available()

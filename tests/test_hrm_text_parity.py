@@ -14,7 +14,8 @@ hf = pytest.importorskip("transformers.models.hrm_text.modeling_hrm_text", reaso
 
 from conftest import run_cli, updates
 from looprl.config import tiny_config
-from looprl.hf import make_tiny_checkpoint, load_checkpoint, read_tensors
+from looprl.hf import load_checkpoint, read_tensors
+from looprl.make_tiny import make_tiny_checkpoint
 from looprl.models import KVCache, build_model, param_count, init_weights
 
 BOUND = 1e-6          # looprl FP32 vs the authors' code in FP64

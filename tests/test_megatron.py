@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from looprl.config import tiny_config
-from looprl.hf import export_tensors, load_checkpoint, make_tiny_checkpoint, read_tensors, state_digest
+from looprl.hf import export_tensors, load_checkpoint, read_tensors, state_digest
+from looprl.make_tiny import make_tiny_checkpoint
 from looprl.models import build_model
 import looprl.megatron as M
 
