@@ -11,10 +11,10 @@ ROWS, PROMPT, RESPONSE = 4, 16, 48
 
 def case(model_dir: str, recompute: bool) -> dict:
     import torch
-    from looprl.config import load_config
-    from looprl.records import Rollout
-    from looprl.trainer import TrainSettings, build_trainer
-    from looprl.plan import learner_bytes, activation_bytes, model_counts
+    from looprl.model.config import load_config
+    from looprl.rollout.records import Rollout
+    from looprl.training.trainer import TrainSettings, build_trainer
+    from looprl.run.plan import learner_bytes, activation_bytes, model_counts
     torch.set_num_threads(2)
     cfg = load_config(model_dir)
     s = TrainSettings(algorithm="grpo", precision="fp32", optimizer="sgd", micro_batch_size=ROWS, minibatches=1, recompute=recompute)
@@ -39,10 +39,10 @@ def case(model_dir: str, recompute: bool) -> dict:
 if __name__ == "__main__":
     if sys.argv[1] == "--case": print(json.dumps(case(sys.argv[2], sys.argv[3] == "1"))); sys.exit()
     import torch
-    from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights
-    from looprl.hf import save_checkpoint
-    from looprl.data import build_char_tokenizer, TINY_ALPHABET
+    from looprl.model.config import tiny_config
+    from looprl.model.models import build_model, init_weights
+    from looprl.model.hf import save_checkpoint
+    from looprl.run.data import build_char_tokenizer, TINY_ALPHABET
     from looprl.bench import environment
     d = Path(tempfile.mkdtemp()) / "hmid"
     mid = tiny_config("huginn_raven", n_embd=1024, n_heads=8, head_dim=128, num_key_value_heads=8, intermediate_size=2816,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json, math, struct, sys, tempfile
 from pathlib import Path
 import torch
-from .cli import UsageError, command_parser, refuse_bad_input
-from .state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file, MEGATRON_STATE
+from .core.cli import UsageError, command_parser, refuse_bad_input
+from .core.state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file, MEGATRON_STATE
 
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
@@ -215,7 +215,7 @@ def _loop(r: dict) -> dict:
     return each("loop.json", {k: v for k, v in r["loop"].items() if k != "pending"} if isinstance(r["loop"], dict) else r["loop"])
 
 def _pending(r: dict) -> dict:
-    "The rollout an asynchronous run's checkpoint holds for the next update (looprl.pipeline), one entry per completion."
+    "The rollout an asynchronous run's checkpoint holds for the next update (looprl.run.pipeline), one entry per completion."
     p = dig(r["loop"], "pending")
     if not isinstance(p, dict) or lack(p): return {"loop.json pending": p}
     return {**{f"pending {k}": v for k, v in p.items() if k != "completions"}, **each("pending completion", p.get("completions"))}

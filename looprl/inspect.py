@@ -9,11 +9,11 @@ from __future__ import annotations
 import json, sys
 from pathlib import Path
 from safetensors import safe_open, SafetensorError
-from .cli import BAD_INPUT, command_parser, refuse_bad_input
-from .config import LoopedConfig, ConfigError, load_config
-from .models import build_model, param_count
-from .registry import get_family
-from .hf import CheckpointError, checkpoint_files
+from .core.cli import BAD_INPUT, command_parser, refuse_bad_input
+from .model.config import LoopedConfig, ConfigError, load_config
+from .model.models import build_model, param_count
+from .model.registry import get_family
+from .model.hf import CheckpointError, checkpoint_files
 
 # %% auto #0
 __all__ = ['INSPECT_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shapes', 'inspect_checkpoint', 'format_info', 'main']
@@ -80,8 +80,8 @@ def format_info(info: dict) -> str:
 def main(argv=None):
     "Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint."
     argv = sys.argv[1:] if argv is None else list(argv)
-    if "--plan" in argv:                            # the memory and disk plan of a run (looprl.plan)
-        from looprl.plan import plan_command
+    if "--plan" in argv:                            # the memory and disk plan of a run (looprl.run.plan)
+        from looprl.run.plan import plan_command
         return plan_command(argv)
     ap = command_parser("inspect", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, a directory with only config.json, or a config.json file")

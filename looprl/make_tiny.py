@@ -8,13 +8,13 @@ Docs: https://looprl.github.io/looprl/make_tiny.html.md"""
 from __future__ import annotations
 import json, sys
 from pathlib import Path
-from .cli import command_parser, refuse_bad_input
-from .config import ConfigError, tiny_config
-from .registry import family_names
+from .core.cli import command_parser, refuse_bad_input
+from .model.config import ConfigError, tiny_config
+from .model.registry import family_names
 import torch
-from .data import build_char_tokenizer, TINY_ALPHABET
-from .models import build_model, init_weights
-from .hf import checkpoint_sha256, save_checkpoint
+from .run.data import build_char_tokenizer, TINY_ALPHABET
+from .model.models import build_model, init_weights
+from .model.hf import checkpoint_sha256, save_checkpoint
 
 # %% auto #0
 __all__ = ['make_tiny_checkpoint', 'check_output', 'check_request', 'make_tiny', 'main']
@@ -55,7 +55,7 @@ def main(argv=None):
     "Write a tiny checkpoint of FAMILY (real layout, seeded random weights, character tokenizer) to OUT."
     ap = command_parser("make_tiny", main.__doc__)
     ap.add_argument("out", help="output directory: must not exist, or be empty")
-    ap.add_argument("--family", help="a registered family (looprl.registry)")
+    ap.add_argument("--family", help="a registered family (looprl.model.registry)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: 0)")
     a = ap.parse_args(argv)
     with refuse_bad_input("make_tiny", a.out): summary = make_tiny(a.family, a.out, a.seed)

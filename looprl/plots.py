@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
-from .cli import command_parser, refuse_bad_input
+from .core.cli import command_parser, refuse_bad_input
 from .compare import compare_runs, FIELDS
-from .state import read_metrics
+from .core.state import read_metrics
 
 # %% auto #0
 __all__ = ['PARITY_FLOOR', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing',

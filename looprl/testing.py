@@ -8,10 +8,10 @@ Docs: https://looprl.github.io/looprl/testing.html.md"""
 from __future__ import annotations
 from contextlib import contextmanager
 import torch, torch.distributed as dist
-from .models import LoopedLM, KVCache
-from .records import Rollout
-from .trainer import TrainSettings
-from .distributed import build_sharded_trainer, tensor_parallel, native_rows
+from .model.models import LoopedLM, KVCache
+from .rollout.records import Rollout
+from .training.trainer import TrainSettings
+from .training.distributed import build_sharded_trainer, tensor_parallel, native_rows
 
 # %% auto #0
 __all__ = ['decode_logits', 'engine_logits', 'replay_logits', 'count_collectives', 'sharded_train_rank', 'tensor_parallel_replay',
@@ -78,8 +78,8 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
     """One TP rank (for `run_ranks`): the replayed log-probs of `rollout` under `tensors` split over all ranks, and
     the native-layout gradients of their masked sum (compare with one process: `single_replay`)."""
     from torch.distributed.device_mesh import init_device_mesh
-    from looprl.hf import load_into
-    from looprl.models import build_model
+    from looprl.model.hf import load_into
+    from looprl.model.models import build_model
     m = load_into(build_model(cfg), tensors, "tensors"); m.recompute = recompute
     tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
     lp, grads = single_replay(m, rollout)
@@ -87,7 +87,7 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
 
 def single_replay(model: LoopedLM, rollout: Rollout):
     "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
-    from looprl.trainer import SequenceBatch, response_logprobs
+    from looprl.training.trainer import SequenceBatch, response_logprobs
     b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature)
     lp = response_logprobs(model, b, b.temperature)
     (lp * b.mask).sum().backward()

@@ -8,10 +8,10 @@ Docs: https://looprl.github.io/looprl/train.html.md"""
 from __future__ import annotations
 import sys
 from pathlib import Path
-from .cli import UsageError, command_parser, fail
-from .options import RunOptions, option_flags, options_for_resume
-from .loop import RunFailed, RunInterrupted, run
-from .plan import ADJUSTABLE
+from .core.cli import UsageError, command_parser, fail
+from .run.options import RunOptions, option_flags, options_for_resume
+from .run.loop import RunFailed, RunInterrupted, run
+from .run.plan import ADJUSTABLE
 
 # %% auto #0
 __all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
@@ -30,7 +30,7 @@ def options_from_args(ns) -> RunOptions:
     if ns.resume:                   # the plan may choose --keep-checkpoints again (not stored); the rest is the run's
         if not ns.output: raise UsageError("--resume needs --output")
         return options_for_resume(ns.output, {**given, "defaulted": () if "keep_checkpoints" in given else ("keep_checkpoints",)})
-    fit = tuple(k for k in ADJUSTABLE if k not in given)           # what the memory plan may change (looprl.plan)
+    fit = tuple(k for k in ADJUSTABLE if k not in given)           # what the memory plan may change (looprl.run.plan)
     return RunOptions.from_flat(ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given, defaulted=fit)
 
 # %% ../nbs/15_train.ipynb #c61b3038

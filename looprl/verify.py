@@ -9,17 +9,17 @@ from __future__ import annotations
 import importlib.util, json, sys
 from pathlib import Path
 import torch
-from .cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
-from .config import load_config, ConfigError
-from .models import LoopedLM, param_count
-from .hf import load_checkpoint, CheckpointError
-from .latents import check_trace
-from .precision import PRECISIONS, dtype_name
-from .engine import Engine, Request, Completion, PublicationError
-from .engines import engine_class
-from .trainer import SequenceBatch, response_logprobs
-from .records import Rollout
-from .exits import ExitRule, check_exit_rule, exit_contract, replay_exits
+from .core.cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
+from .model.config import load_config, ConfigError
+from .model.models import LoopedLM, param_count
+from .model.hf import load_checkpoint, CheckpointError
+from .model.latents import check_trace
+from .core.precision import PRECISIONS, dtype_name
+from .rollout.engine import Engine, Request, Completion, PublicationError
+from .rollout.engines import engine_class
+from .training.trainer import SequenceBatch, response_logprobs
+from .rollout.records import Rollout
+from .rollout.exits import ExitRule, check_exit_rule, exit_contract, replay_exits
 
 # %% auto #0
 __all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']

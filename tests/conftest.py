@@ -26,14 +26,14 @@ def shipped():
 @pytest.fixture(scope="session")
 def arithmetic(tmp_path_factory):
     "The first 64 embedded RL prompts."
-    from looprl.data import EMBEDDED_DATA
+    from looprl.run.data import EMBEDDED_DATA
     p = tmp_path_factory.mktemp("data") / "arith.jsonl"
     p.write_text("\n".join(Path(EMBEDDED_DATA).read_text().splitlines()[:64]) + "\n")
     return p
 
 def updates(run) -> list[dict]:
     "The update lines of a run's metrics."
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     return [l for l in read_metrics(run) if l["kind"] == "update"]
 
 def assert_changing(run):

@@ -1,11 +1,11 @@
-"""Asynchronous runs (--async, looprl.pipeline): resume equality of 3 updates vs --stop-after 2 then --resume, for the
+"""Asynchronous runs (--async, looprl.run.pipeline): resume equality of 3 updates vs --stop-after 2 then --resume, for the
 four algorithms on Huginn and GRPO on Ouro and Nanbeige, with a sabotage twin (the pending rollout left fresh); the
 policy lag and Decoupled PPO's behaviour correction; refusals. One resume runs in a fresh process through the command
 line; the other runs run in this process (each run seeds and restores every generator it uses), to keep CI time short."""
 import json, shutil
 import pytest
 from conftest import run_cli, assert_changing, updates
-from looprl import loop as L, options as O
+from looprl.run import loop as L, options as O
 from looprl.compare import compare_runs
 from looprl.train import main as train_main
 

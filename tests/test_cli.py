@@ -1,4 +1,4 @@
-"""Every `python -m looprl.<command>` refuses the same way (looprl.cli): a mistyped flag and a bad input are each
+"""Every `python -m looprl.<command>` refuses the same way (looprl.core.cli): a mistyped flag and a bad input are each
 exactly one line on stderr, `looprl.<command>: …`, no traceback, exit status 2; `--help` names the command."""
 import subprocess, sys
 import pytest

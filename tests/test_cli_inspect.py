@@ -56,9 +56,9 @@ def test_directory_forms(tmp_path):
 
 def test_checkpoint_with_weights(tmp_path):
     import torch
-    from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights
-    from looprl.hf import save_checkpoint, read_tensors, write_tensors
+    from looprl.model.config import tiny_config
+    from looprl.model.models import build_model, init_weights
+    from looprl.model.hf import save_checkpoint, read_tensors, write_tensors
     ck = save_checkpoint(init_weights(build_model(tiny_config("nanbeige")), seed=0), tmp_path / "ck")
     r = inspect(ck)
     assert r.returncode == 0, r.stderr

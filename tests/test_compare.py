@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import ROOT, run_cli
 from looprl.compare import FIELDS, main
-from looprl.state import latest_checkpoint, read_metrics
+from looprl.core.state import latest_checkpoint, read_metrics
 
 HELDOUT = ROOT / "looprl" / "assets" / "data" / "arithmetic-heldout.jsonl"
 COMMON = ["--updates", "2", "--max-response-tokens", "6", "--rollout-batch-size", "4", "--precision", "fp32", "--optimizer", "adamw", "--lr", "1e-3",

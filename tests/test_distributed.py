@@ -2,14 +2,14 @@
 import dataclasses, math, sys
 import pytest, torch, torch.distributed as dist
 from conftest import ROOT
-from looprl.config import load_config, tiny_config
-from looprl.distributed import RankError, run_ranks, shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
+from looprl.model.config import load_config, tiny_config
+from looprl.training.distributed import RankError, run_ranks, shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
 from looprl.testing import count_collectives, tensor_parallel_replay, single_replay
-from looprl.hf import read_tensors, load_into, export_tensors, state_digest
+from looprl.model.hf import read_tensors, load_into, export_tensors, state_digest
 from looprl.make_tiny import make_tiny_checkpoint
-from looprl.models import build_model, init_weights
-from looprl.trainer import TrainSettings, build_trainer
-from looprl.records import Rollout
+from looprl.model.models import build_model, init_weights
+from looprl.training.trainer import TrainSettings, build_trainer
+from looprl.rollout.records import Rollout
 
 torch.set_num_threads(1)
 
@@ -60,7 +60,7 @@ class _RaySummer:
 
 def test_ray_rank_group_runs_calls_and_names_the_failing_rank():
     ray = pytest.importorskip("ray")
-    from looprl.distributed import RayRankGroup
+    from looprl.training.distributed import RayRankGroup
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])      # the actors cannot import this test module
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -78,7 +78,7 @@ def _plan_counts(rank, world):
     for plan in LOOPED_PLANS:
         m = shard_model(init_weights(build_model(tiny_config("huginn_raven")), seed=0), looped=plan)
         assert m.lm_head.weight is m.transformer.wte.weight              # the tied head stays one parameter
-        from looprl.trainer import SequenceBatch, response_logprobs
+        from looprl.training.trainer import SequenceBatch, response_logprobs
         b = SequenceBatch.from_rollout([[1, 5, 6], [1, 7]], [[8, 9, 2], [4]], seeds=[11, 12], temperature=0.8)
         with count_collectives() as n:
             (response_logprobs(m, b, 0.8) * b.mask).sum().backward()
@@ -192,7 +192,7 @@ def test_tensor_parallel_equals_one_process():
         assert test[0] < 1e-5 and test[1] < 1e-5, (fam, test)
         # twin: the gradients read in the TP layout, not the native one
         if fam == "huginn_raven":
-            from looprl.distributed import interleave_rows
+            from looprl.training.distributed import interleave_rows
             k = "transformer.core_block.0.attn.Wqkv.weight"
             assert float((interleave_rows(g0[k], 3, 2) - g[k]).abs().max()) > 1e-3
 
@@ -202,8 +202,8 @@ def _tp_recompute(rank, world, rollout, families, sabotage=False):
     """Per (family, recompute): TP=2 replayed log-probs, whole gradients, and how many tensor-parallel module calls ran.
     `sabotage`: one module's output drifts in the calls after the forward (the recomputed ones)."""
     from torch.distributed.device_mesh import init_device_mesh
-    from looprl.models import TensorParallel
-    from looprl.trainer import SequenceBatch, response_logprobs
+    from looprl.model.models import TensorParallel
+    from looprl.training.trainer import SequenceBatch, response_logprobs
     b, out = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature), {}
     for fam in families:
         cfg = tiny_config(fam)
@@ -259,7 +259,7 @@ GROUP_AT_EXIT = r'''
 import atexit, sys
 import torch.distributed as dist
 atexit.register(lambda: print("group open at exit:", dist.is_initialized(), file=sys.stderr))   # first registered: runs last
-from looprl.distributed import join_group, leave_group, run_ranks
+from looprl.training.distributed import join_group, leave_group, run_ranks
 
 def rank_hook(rank, world):
     atexit.register(lambda: print(f"rank {rank} group open at exit:", dist.is_initialized(), file=sys.stderr, flush=True))

@@ -3,16 +3,16 @@ batch invariance, the publication transaction and its digests, and the CPU bench
 import json, math, random
 import pytest
 import torch
-from looprl.config import tiny_config, real_config
-from looprl.models import build_model, init_weights
-from looprl.hf import save_checkpoint, export_tensors, read_tensors, write_tensors, state_digest
-from looprl.latents import LATENT_PROFILE, LatentTrace, check_trace, environment_fingerprint
-from looprl.records import Request, Completion, check_requests
-from looprl.sampling import hash_uniform, sample_tokens, processed_logprobs, M32
-from looprl.publication import PublicationError
-from looprl.engine import Engine
+from looprl.model.config import tiny_config, real_config
+from looprl.model.models import build_model, init_weights
+from looprl.model.hf import save_checkpoint, export_tensors, read_tensors, write_tensors, state_digest
+from looprl.model.latents import LATENT_PROFILE, LatentTrace, check_trace, environment_fingerprint
+from looprl.rollout.records import Request, Completion, check_requests
+from looprl.rollout.sampling import hash_uniform, sample_tokens, processed_logprobs, M32
+from looprl.rollout.publication import PublicationError
+from looprl.rollout.engine import Engine
 from looprl.bench.rollout import bench_rollout, decode_bytes
-SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.families)
+SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.model.families)
 
 torch.set_num_threads(1)
 
@@ -59,7 +59,7 @@ def test_gumbel_max_is_softmax_sampling():
         freq = torch.bincount(tok, minlength=5) / N
         chi2 = (N * (freq - p) ** 2 / p).sum().item()
         assert chi2 < 18.47, (T, chi2)     # 99.9% quantile of chi-square with 4 degrees of freedom
-        from looprl.objectives import selected_logprobs
+        from looprl.training.objectives import selected_logprobs
         assert torch.equal(lp, selected_logprobs((logits / T).expand(N, -1), tok))          # the trainer's own function, bit for bit
         assert torch.allclose(lp, (logits / T).log_softmax(-1)[tok], atol=1e-6, rtol=0)
 
@@ -172,7 +172,7 @@ def test_engine_arguments():
 
 def test_cuda_graphs_by_default_and_the_opt_out():
     "`--device cuda` alone decodes through CUDA graphs; --no-cuda-graphs (or cuda_graphs=False) decodes eagerly."
-    from looprl.engine import graphs_by_default
+    from looprl.rollout.engine import graphs_by_default
     from looprl.train import parser, options_from_args
     opts = lambda *flags: options_from_args(parser().parse_args(["--device", "cuda", *flags]))
     assert opts().rollout.cuda_graphs is None and graphs_by_default(opts().rollout.cuda_graphs, "cuda") is True
@@ -359,7 +359,7 @@ def test_decode_bytes_reproduce_the_h200_anchor_bounds():
 
 def test_published_rope_table_is_the_revisions(ckpts):
     "freqs_cis is checked against the CPU table of the config and copied in, whatever the model's own buffer held."
-    from looprl.families.huginn import huginn_freqs_cis
+    from looprl.model.families.huginn import huginn_freqs_cis
     e = Engine.from_checkpoint(ckpts["huginn_raven"], max_batch=1, max_len=8)
     with torch.no_grad(): e.model.freqs_cis.add_(1e-3)
     e.publish(2, other_weights("huginn_raven"))
@@ -368,7 +368,7 @@ def test_published_rope_table_is_the_revisions(ckpts):
 
 def test_failure_while_copying_refuses_generation_until_a_complete_publication(ckpts, served, monkeypatch):
     "If copying into the live model fails midway, the weights are a mix: generation is refused until a full commit."
-    import looprl.engine as E
+    import looprl.rollout.engine as E
     e, probe, before = served
     real_apply = E.Publication.apply
     def broken(self):

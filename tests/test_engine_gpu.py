@@ -5,12 +5,12 @@ Skipped without CUDA."""
 import json
 import pytest
 import torch
-from looprl.config import tiny_config, real_config
-from looprl.models import build_model, init_weights
-from looprl.hf import save_checkpoint, export_tensors
-from looprl.engine import Engine, Request
+from looprl.model.config import tiny_config, real_config
+from looprl.model.models import build_model, init_weights
+from looprl.model.hf import save_checkpoint, export_tensors
+from looprl.rollout.engine import Engine, Request
 from looprl.bench.rollout import bench_rollout
-SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.families)
+SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.model.families)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

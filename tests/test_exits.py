@@ -1,4 +1,4 @@
-"""Ouro's adaptive exit (looprl.exits): engine vs replay parity with tokens exiting at several depths, full depth equal
+"""Ouro's adaptive exit (looprl.rollout.exits): engine vs replay parity with tokens exiting at several depths, full depth equal
 to a run stored before adaptive exit existed, and resume equality of GRPO and PPO runs that exit early, with twins."""
 import json, shutil
 from pathlib import Path
@@ -60,7 +60,7 @@ def runs(shipped, arithmetic, tmp_path_factory):
 def train_here(shipped, data, out, *extra):
     "A run in this process (no interpreter start-up): its summary, or the RunFailed it raised."
     from looprl.train import parser, options_from_args
-    from looprl.loop import run
+    from looprl.run.loop import run
     argv = ["--model", str(shipped["ouro"]), "--data", str(data), "--output", str(out), *BASE, *extra]
     return run(options_from_args(parser().parse_args(argv)), progress=False)
 
@@ -69,8 +69,8 @@ def test_full_depth_equals_the_stored_run(shipped, arithmetic, runs, tmp_path):
     train_here(shipped, arithmetic, tmp_path / "full", "--algorithm", "grpo", "--updates", "2")
     assert len(updates(tmp_path / "full")) == 2 and fixture_differences(tmp_path / "full") == []
     assert "exit_threshold" not in json.loads((tmp_path / "full" / "run.json").read_text())["contract"]["rollout"]
-    from looprl.hf import read_tensors, state_digest
-    from looprl.state import latest_policy
+    from looprl.model.hf import read_tensors, state_digest
+    from looprl.core.state import latest_policy
     assert state_digest(read_tensors(latest_policy(tmp_path / "full"))) == json.loads(FIXTURE.read_text())["final_policy_digest"]
     # twin: the same command with --exit-threshold 0.8 is seen to differ
     assert any(d[-1] in ("tokens", "depths") for d in fixture_differences(runs["grpo-threshold"][0]))
@@ -97,8 +97,8 @@ def test_resume_with_another_exit_rule_is_refused(runs, tmp_path):
 
 def test_depths_recorded_wrong_are_refused(shipped, arithmetic, tmp_path, monkeypatch):
     "Twin of the replay: an engine that records one token's depth one loop off is refused by the trainer, naming that token."
-    import looprl.exits as X
-    from looprl.loop import RunFailed
+    import looprl.rollout.exits as X
+    from looprl.run.loop import RunFailed
     took = X.ExitRun.took
     def off_by_one(self, lp, rows, cols):
         out = took(self, lp, rows, cols)

@@ -4,7 +4,7 @@ one line. Nothing in looprl is edited or patched."""
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from looprl.registry import Family, FamilyError, family_names, get_family, register, unregister
+from looprl.model.registry import Family, FamilyError, family_names, get_family, register, unregister
 
 PLUGINS = Path(__file__).parent / "plugins"
 

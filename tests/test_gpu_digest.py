@@ -1,5 +1,5 @@
 """Content digests in 64 KiB blocks: the CPU path against a plain hashlib reimplementation of the tree,
-the SHA-256 Triton kernel (looprl.gpu_digest) in Triton's CPU interpreter against hashlib (a subprocess:
+the SHA-256 Triton kernel (looprl.core.gpu_digest) in Triton's CPU interpreter against hashlib (a subprocess:
 TRITON_INTERPRET=1 must be set before Triton is imported; skipped without Triton), the engine's routing
 of CUDA tensors to the GPU hash, and, on a CUDA device, GPU leaves equal to CPU leaves."""
 import hashlib, json, os, subprocess, sys, time
@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import pytest
 import torch
-from looprl import gpu_digest
+from looprl.core import gpu_digest
 from looprl.bench import digest as bench
-from looprl.digest import DIGEST_BLOCK, DIGEST_RUN, tensor_leaf, digest_from_leaves, submit_blocks, gather_blocks, leaf_from_blocks
-from looprl.hf import state_digest, tensor_leaves, read_tensors
+from looprl.core.digest import DIGEST_BLOCK, DIGEST_RUN, tensor_leaf, digest_from_leaves, submit_blocks, gather_blocks, leaf_from_blocks
+from looprl.model.hf import state_digest, tensor_leaves, read_tensors
 from looprl.make_tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ import triton.runtime.interpreter as ti
 try:    # the interpreter checks each 32-bit add for overflow (a no-op without debug); wrapping adds are SHA-256's arithmetic
     ti.interpreter_builder.options = dataclasses.replace(ti.interpreter_builder.options, sanitize_overflow=False)
 except AttributeError: pass
-from looprl.gpu_digest import block_digests
+from looprl.core.gpu_digest import block_digests
 for block, sizes in json.loads(sys.argv[1]):
     g = torch.Generator().manual_seed(block)
     ts = {str(n): torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g) for n in sizes}
@@ -111,7 +111,7 @@ def test_engine_routes_cuda_tensors_to_the_gpu_hash(tmp_path, monkeypatch):
     """Publication.receive on 'CUDA' tensors: the staged copy is queued when the dtypes agree, the tensor as sent
     otherwise, tied aliases share one entry, and the digest equals the CPU digest of what was sent. Tensors are
     made to report is_cuda and the GPU hash is replaced by hashlib, so this runs anywhere."""
-    from looprl.engine import Engine
+    from looprl.rollout.engine import Engine
     ckpt = make_tiny_checkpoint("huginn_raven", tmp_path / "h", seed=2)
     sent32 = read_tensors(ckpt)
     sent16 = {n: (t.half() if n != "freqs_cis" else t) for n, t in sent32.items()}
@@ -158,7 +158,7 @@ def test_gpu_leaves_equal_cpu_leaves():
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_engine_on_cuda_hashes_on_the_gpu(tmp_path):
     if gpu_digest.triton is None: pytest.skip("needs Triton")
-    from looprl.engine import Engine
+    from looprl.rollout.engine import Engine
     ckpt = make_tiny_checkpoint("huginn_raven", tmp_path / "h", seed=3)
     sent = read_tensors(ckpt)
     eng = Engine.from_checkpoint(ckpt, version=1, device="cuda", dtype=torch.float16, max_batch=1, max_len=8)

@@ -1,11 +1,11 @@
-"""HRM-Text (looprl.families.hrm_text) through the commands: inspect on the released config, make_tiny, verify
+"""HRM-Text (looprl.model.families.hrm_text) through the commands: inspect on the released config, make_tiny, verify
 (64 samples, T 0.8), GRPO and PPO resume equality with their twins, DPPO and Flow-DPPO updates, the FSDP2 trainer,
 and the vLLM engine's refusal. Tiny shapes and the fewest updates that change the state."""
 import json, shutil
 import pytest
 import torch
 from conftest import ROOT, run_cli, assert_changing, updates
-from looprl.config import tiny_config
+from looprl.model.config import tiny_config
 
 CONFIG = ROOT / "looprl" / "assets" / "configs" / "hrm-text-1b.json"
 # The count transformers reports for the released config.json (transformers 5.24.0 and 5.19.0, torch 2.13 CPU):
@@ -48,8 +48,8 @@ def test_verify_64_samples(tiny):
 
 def test_replay_without_prefix_mask_fails_parity(tiny):
     "The twin of verify: a replay that attends causally over the prompt is refused by the same bound."
-    from looprl.engine import Engine, Request
-    from looprl.hf import load_checkpoint
+    from looprl.rollout.engine import Engine, Request
+    from looprl.model.hf import load_checkpoint
     from looprl.verify import replay_logprobs
     eng = Engine.from_checkpoint(tiny, max_len=40)
     cs = eng.generate([Request(list(range(5, 5 + k)), seed=k, max_new_tokens=8, temperature=0.8) for k in (3, 9)])
@@ -91,7 +91,7 @@ def test_other_algorithms_train(tiny, tmp_path, algorithm):
 
 def test_full_backprop_setting(tiny, tmp_path):
     "--full-backprop reaches the model: the same rollout, another gradient (the L cycles the schedule skips now count)."
-    from looprl.trainer import TrainSettings, build_trainer
+    from looprl.training.trainer import TrainSettings, build_trainer
     from test_distributed import rollouts
     roll = rollouts(1)[0]
     norms = {}
@@ -103,13 +103,13 @@ def test_full_backprop_setting(tiny, tmp_path):
 
 def test_fsdp2_two_processes_equal_one(tiny):
     "The FSDP2 trainer on two gloo processes equals one process on HRM-Text (GRPO, one update)."
-    from looprl.distributed import run_ranks
-    from looprl.trainer import TrainSettings
+    from looprl.training.distributed import run_ranks
+    from looprl.training.trainer import TrainSettings
     from test_distributed import _dp_rank, _reference, rollouts, max_diff, metric_diff
     s, rolls = TrainSettings(algorithm="grpo", optimizer="adamw", lr=1e-3, micro_batch_size=2), rollouts(1)
     ref_m, ref_t = _reference(tiny, s, rolls)
     (m0, t0), (m1, _) = run_ranks(_dp_rank, 2, tiny, s, rolls)
-    from looprl.hf import read_tensors
+    from looprl.model.hf import read_tensors
     assert max_diff(ref_t, read_tensors(tiny)) > 1e-4                          # the weights move
     assert max_diff(ref_t, t0) < 2e-6 and metric_diff(ref_m, m0) < 5e-6 and m0 == m1
     (sm, st), _ = run_ranks(_dp_rank, 2, tiny, s, rolls, "seed")               # the twin: rank 1 starts from other weights
@@ -117,5 +117,5 @@ def test_fsdp2_two_processes_equal_one(tiny):
 
 
 def test_vllm_engine_refuses():
-    from looprl.vllm_engine import VllmEngine
+    from looprl.rollout.vllm_engine import VllmEngine
     with pytest.raises(ValueError, match="PrefixLM"): VllmEngine(tiny_config("hrm_text"))

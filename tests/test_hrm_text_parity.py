@@ -13,10 +13,10 @@ import torch
 hf = pytest.importorskip("transformers.models.hrm_text.modeling_hrm_text", reason="transformers ≥ 5.9 (models/hrm_text) is not installed")
 
 from conftest import run_cli, updates
-from looprl.config import tiny_config
-from looprl.hf import load_checkpoint, read_tensors
+from looprl.model.config import tiny_config
+from looprl.model.hf import load_checkpoint, read_tensors
 from looprl.make_tiny import make_tiny_checkpoint
-from looprl.models import KVCache, build_model, param_count, init_weights
+from looprl.model.models import KVCache, build_model, param_count, init_weights
 
 BOUND = 1e-6          # looprl FP32 vs the authors' code in FP64
 BOUND_FP32 = 2e-6     # looprl FP32 vs the authors' code in FP32 (each side rounds its own way)
@@ -94,7 +94,7 @@ def test_logits_equal_transformers(tiny):
 
 def test_parameter_count_and_layout(tiny):
     "The same names and shapes, and (on the meta device) the released config's 1,182,795,264 parameters."
-    from looprl.config import real_config
+    from looprl.model.config import real_config
     ours, theirs = load_checkpoint(tiny), hf_model(tiny)
     assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {k: tuple(v.shape) for k, v in theirs.state_dict().items()}
     real = real_config("hrm-text-1b")
@@ -147,7 +147,7 @@ def test_shipped_model_equals_transformers():
     trained model's logits are larger (up to about 16 here, against about 3 for the random tiny ones), and FP32 rounds
     relative to them, so the bounds scale with the largest logit (transformers' own FP32 forward is 7.8e-6 from its FP64
     one on these prompts)."""
-    from looprl.config import ASSETS
+    from looprl.model.config import ASSETS
     fp64, fp32, *_ = parity(ASSETS / "tiny-hrm-text", P=9, S=15, seed=4)
     scale = max(1.0, parity.scale)
     print(f"shipped: largest logit {scale:.1f}; max |Δ logit| (prefill+decode, replay) vs transformers in FP64 "

@@ -1,4 +1,4 @@
-"""The fused decode kernels (looprl.kernels) against the plain PyTorch path of the same modules.
+"""The fused decode kernels (looprl.model.kernels) against the plain PyTorch path of the same modules.
 
 On a GPU they run in this process; without one they run in Triton's CPU interpreter in a subprocess
 (TRITON_INTERPRET=1 must be set before Triton is imported); without Triton the tests skip."""
@@ -10,11 +10,11 @@ CUDA = torch.cuda.is_available()
 
 
 def _checks(device: str):
-    from looprl import kernels as K
-    from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
+    from looprl.model import kernels as K
+    from looprl.model.config import tiny_config
+    from looprl.model.models import build_model, init_weights, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
     from looprl.testing import decode_logits
-    from looprl.latents import sequence_latents
+    from looprl.model.latents import sequence_latents
     assert K.fused_available(device)
     g = torch.Generator().manual_seed(0)
     for dt, tol in ((torch.float32, 1e-5), (torch.float16, 2e-3)):
@@ -93,11 +93,11 @@ def test_kernels_cuda():
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_direct_launch_same_bits_cuda(monkeypatch):
     "Kernels launched directly once compiled (kernels.launch) give the bits of the JIT launcher's launches, FP32 and FP16."
-    from looprl import kernels as K
-    from looprl.config import tiny_config
-    from looprl.models import build_model, init_weights
+    from looprl.model import kernels as K
+    from looprl.model.config import tiny_config
+    from looprl.model.models import build_model, init_weights
     from looprl.testing import decode_logits
-    from looprl.latents import sequence_latents
+    from looprl.model.latents import sequence_latents
     for dt in (torch.float32, torch.float16):
         cfg = tiny_config("huginn_raven")
         m = init_weights(build_model(cfg, device="cuda", dtype=dt), seed=5, perturb_norms=True).eval()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from looprl.latents import (LATENT_PROFILE, LATENT_CACHE, LatentCache, LatentTrace, TraceError, TraceMismatch,
+from looprl.model.latents import (LATENT_PROFILE, LATENT_CACHE, LatentCache, LatentTrace, TraceError, TraceMismatch,
                             check_trace, environment_fingerprint, latent_noise, latent_noise_reference,
                             noise_seed, sequence_latents, trunc_normal_algorithm)
 from looprl.bench.latents import bench_latents
@@ -56,7 +56,7 @@ def test_batch_composition_independence():
     assert torch.equal(bits(torch.cat([latent_noise(E, 9, [p]) for p in range(20)])), bits(whole))
 
 
-_CHILD = ("import hashlib, torch; from looprl.latents import latent_noise; "
+_CHILD = ("import hashlib, torch; from looprl.model.latents import latent_noise; "
           "x = latent_noise(5280, 42, range(200)); y = latent_noise(128, [5, 2**63 - 1], [2**40, 0], dtype=torch.float16); "
           "print(hashlib.sha256(x.numpy().tobytes()).hexdigest(), hashlib.sha256(y.view(torch.int16).numpy().tobytes()).hexdigest())")
 

@@ -1,7 +1,8 @@
-"""The package's layout rules, checked on its source: no import cycles (function-level imports included), no private name
-imported across modules, and no family name outside the family's own module. Each check is first shown to fail on a small
-package built to break it."""
-import ast, re
+"""The package's layout rules, checked on its source: no import cycles (function-level imports included), no import from a
+higher layer, only the commands and the face at the top, no module over 400 lines, no private name imported across modules,
+and no family name outside the family's own module. Each check is first shown to fail on a small package built to break it.
+Last, the names modules had before the layout by layer still import the same modules."""
+import ast, importlib, re, subprocess, sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "looprl"
@@ -75,6 +76,29 @@ def modules_reading(root: Path, text: str) -> list[str]:
         if any(c == text for c in consts): out.append(m)
     return out
 
+LAYERS = ("core", "model", "rollout", "training", "run")   # bottom to top; the commands and the face sit above them all
+COMMANDS = {"train", "compare", "eval", "plots", "verify", "inspect", "make_tiny", "warmstart", "bench"}
+FACE = {"testing"}                                          # with __init__: the package face (the test oracles are public)
+
+def layer_of(module: str) -> int:
+    "0 for core ... 4 for run; 5 for the package root, its commands and its face."
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+def upward_imports(root: Path) -> list[str]:
+    "Imports of a module from a higher layer (the package root itself, for its version, aside)."
+    return sorted(f"{m} imports {t}" for m, pairs in imports(root).items() for t, _ in pairs
+                  if t != root.name and layer_of(t) > layer_of(m))
+
+def top_level_strays(root: Path) -> list[str]:
+    "Top-level modules and packages that are neither a layer, a command nor the face."
+    names = {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir() if (p / "__init__.py").exists()}
+    return sorted(names - set(LAYERS) - COMMANDS - FACE - {"__init__", "_modidx"})
+
+def long_modules(root: Path, limit: int = 400) -> list[str]:
+    return sorted(f"{m}: {len(f.read_text().splitlines())} lines" for m, f in modules(root).items()
+                  if len(f.read_text().splitlines()) > limit)
+
 def make_package(tmp: Path, files: dict) -> Path:
     root = tmp / "pkg"
     for name, text in files.items():
@@ -90,6 +114,12 @@ def test_the_checks_catch_what_they_guard(tmp_path):
     two = make_package(tmp_path / "two", {"__init__.py": "", "s.py": "V = 'LOOPRL_SKIP_RESTORE'\n",
                                           "t.py": "import os\nskip = os.environ.get('LOOPRL_SKIP_RESTORE')\n"})
     assert modules_reading(two, "LOOPRL_SKIP_RESTORE") == ["pkg.s", "pkg.t"]
+    layered = make_package(tmp_path / "layered", {"__init__.py": "", "train.py": "from pkg.run import loop\n", "notes.py": "",
+                                                  "core/__init__.py": "", "core/state.py": "def f():\n    from pkg.run.loop import g\n",
+                                                  "run/__init__.py": "", "run/loop.py": "from ..core import state\n" + "x = 1\n" * 401})
+    assert upward_imports(layered) == ["pkg.core.state imports pkg.run.loop"]   # down (run → core, train → run) is fine
+    assert top_level_strays(layered) == ["notes"]
+    assert long_modules(layered) == ["pkg.run.loop: 402 lines"]
 
 def test_looprl_has_no_import_cycle():
     assert import_cycles(PACKAGE) == []
@@ -98,8 +128,33 @@ def test_looprl_imports_no_private_name_across_modules():
     assert private_imports(PACKAGE) == []
 
 def test_no_family_name_outside_the_family_module():
-    assert family_names_outside(PACKAGE, "looprl.families.huginn") == []
+    assert family_names_outside(PACKAGE, "looprl.model.families.huginn") == []
 
 def test_the_sabotage_switch_is_read_in_one_module():
-    "The restore gate: only looprl.state names LOOPRL_SKIP_RESTORE; every learner and the loop go through state.restore."
-    assert modules_reading(PACKAGE, "LOOPRL_SKIP_RESTORE") == ["looprl.state"]
+    "The restore gate: only looprl.core.state names LOOPRL_SKIP_RESTORE; every learner and the loop go through state.restore."
+    assert modules_reading(PACKAGE, "LOOPRL_SKIP_RESTORE") == ["looprl.core.state"]
+
+def test_looprl_imports_nothing_from_a_higher_layer():
+    assert upward_imports(PACKAGE) == []
+
+def test_looprl_top_level_holds_only_the_commands_and_the_face():
+    assert top_level_strays(PACKAGE) == []
+
+def test_no_module_is_over_400_lines():
+    assert long_modules(PACKAGE) == []
+
+def test_names_from_before_the_layout_import_the_same_module():
+    "`looprl.rewards`, `looprl.families.huginn`, reward specs and `python -m looprl.data` keep working; the modules keep their own names."
+    import looprl
+    for old, new in looprl.MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert importlib.import_module(new).__spec__.name == new, new        # importing the old name leaves the module's spec alone
+    from looprl.families.huginn import FAMILY
+    from looprl.run.rewards import load_reward, even_token_share
+    assert FAMILY.name == "huginn_raven" and load_reward("looprl.rewards:even_token_share") is even_token_share
+    r = subprocess.run([sys.executable, "-m", "looprl.data", "--help"], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m looprl.data"), r.stderr
+    # twin: without the face's finder the old names do not import
+    code = "import sys, looprl; sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, looprl.MovedModules)]; import looprl.rewards"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert r.returncode != 0 and "No module named 'looprl.rewards'" in r.stderr, r.stderr

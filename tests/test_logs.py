@@ -5,8 +5,8 @@ each check is skipped only where its package is not installed (both are in the `
 import importlib.util, json
 import pytest
 from conftest import run_cli, updates
-from looprl.logs import flat_scalars
-from looprl.state import read_metrics
+from looprl.run.logs import flat_scalars
+from looprl.core.state import read_metrics
 
 TARGETS = [t for t in ("tensorboard", "wandb") if importlib.util.find_spec(t)]
 pytestmark = pytest.mark.skipif(not TARGETS, reason="neither tensorboard nor wandb is installed: pip install -e '.[dev]'")
@@ -57,7 +57,7 @@ def test_main_job_tensorboard_log(runs):
 
 def test_main_job_wandb_log(runs):
     pytest.importorskip("wandb", reason="wandb is not installed: pip install -e '.[wandb]'")
-    from looprl.logs import wandb_history
+    from looprl.run.logs import wandb_history
     a, b = runs
     ha, hb = wandb_history(a), wandb_history(b)
     assert [r["_step"] for r in ha] == [0, 1, 2, 3] == [r["_step"] for r in hb]      # each step once, across b's two processes

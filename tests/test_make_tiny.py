@@ -15,8 +15,8 @@ def make_tiny(*args):
 
 @pytest.mark.parametrize("family", ["huginn_raven", "ouro", "nanbeige"])
 def test_family_loads_strictly(tmp_path, family):
-    from looprl.hf import load_checkpoint, checkpoint_sha256
-    from looprl.config import tiny_config
+    from looprl.model.hf import load_checkpoint, checkpoint_sha256
+    from looprl.model.config import tiny_config
     from tokenizers import Tokenizer
     out = tmp_path / "ck"
     r = make_tiny("--family", family, out, "--seed", 5)

@@ -1,15 +1,15 @@
-"""`looprl.megatron`: native ↔ Megatron-core names and fusions (bit-exact round trips, sabotage twins), the
+"""`looprl.model.megatron`: native ↔ Megatron-core names and fusions (bit-exact round trips, sabotage twins), the
 `--backend megatron` check, and, where megatron-core is importable, a Megatron `GPTModel` on the CPU against looprl's model."""
 import importlib.util, os, subprocess, sys
 from pathlib import Path
 import pytest
 import torch
 
-from looprl.config import tiny_config
-from looprl.hf import export_tensors, load_checkpoint, read_tensors, state_digest
+from looprl.model.config import tiny_config
+from looprl.model.hf import export_tensors, load_checkpoint, read_tensors, state_digest
 from looprl.make_tiny import make_tiny_checkpoint
-from looprl.models import build_model
-import looprl.megatron as M
+from looprl.model.models import build_model
+import looprl.model.megatron as M
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("huginn_raven", "ouro", "nanbeige")
@@ -116,7 +116,7 @@ def test_names_follow_gpt_model():
 @pytest.mark.parametrize("family", FAMILIES)
 def test_layout_and_rope_come_from_the_family_record(family):
     "megatron.py holds no family table: the layout and its RoPE flag are the registered record's (Huginn: adjacent pairs)."
-    from looprl.registry import get_family
+    from looprl.model.registry import get_family
     assert M.megatron_layout(family) is get_family(family).megatron_layout
     want = family == "huginn_raven"
     assert M.megatron_config(tiny_config(family))["rotary_interleaved"] is want
@@ -126,7 +126,7 @@ def test_layout_and_rope_come_from_the_family_record(family):
 def test_a_family_brings_its_layout_in_its_record():
     "A plugin family is mapped from its record alone; without a layout, or with something else, it is refused by name."
     from dataclasses import replace
-    from looprl.registry import get_family, register, unregister
+    from looprl.model.registry import get_family, register, unregister
     toy = replace(get_family("nanbeige"), name="toyloop", tiny={"model_type": "toyloop"}, presets={}, megatron_layout=None)
     register(toy)
     try:
@@ -146,7 +146,7 @@ def test_a_family_brings_its_layout_in_its_record():
 
 def test_real_configs_map_without_memory():
     "The real presets' names come from meta-device models: the 3B Nanbeige has 201 native tensors → 201 − 3·22 Megatron ones."
-    from looprl.config import real_config
+    from looprl.model.config import real_config
     n = M.megatron_names(real_config("nanbeige4.2-3b"))
     assert len(n) == 201 and len(set(n.values())) == 201 - 3 * 22
     h = M.megatron_names(real_config("huginn-0125"))
@@ -295,11 +295,11 @@ def run_python(code: str):
 
 
 def test_import_never_needs_megatron_core_and_refusal_exits_2():
-    """With `megatron` unimportable, looprl, looprl.megatron and looprl.trainer import without touching it, and the
+    """With `megatron` unimportable, looprl, looprl.model.megatron and looprl.training.trainer import without touching it, and the
     refusal is one line on stderr with exit status 2 (as the train command reports a UsageError)."""
     r = run_python("import sys; sys.modules['megatron'] = None\n"
-                   "import looprl, looprl.megatron as M, looprl.trainer\n"
-                   "from looprl.cli import refuse_bad_input\n"
+                   "import looprl, looprl.model.megatron as M, looprl.training.trainer\n"
+                   "from looprl.core.cli import refuse_bad_input\n"
                    "assert M.megatron_core_version() is None\n"
                    "print(sorted(m for m in sys.modules if m.startswith('megatron') and sys.modules[m] is not None))\n"
                    "with refuse_bad_input('train'): M.check_backend('megatron', 'cuda')")

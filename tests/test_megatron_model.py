@@ -1,4 +1,4 @@
-"""`looprl.megatron_model`: the three families built from Megatron-core parts against looprl's native models on the CPU
+"""`looprl.model.megatron_model`: the three families built from Megatron-core parts against looprl's native models on the CPU
 in FP32 (logits, critic values, gradients), each equality with a twin that breaks one part; names and bit-exact native
 round trips; recompute; tensor parallelism over two gloo processes; the errors. The Megatron tests run only where
 megatron-core imports (0.16.1 on Python 3.11 here); the rest everywhere."""
@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from looprl.config import tiny_config
-from looprl.megatron import MegatronLayoutError, from_megatron, megatron_names
-from looprl.models import build_model, init_weights
-import looprl.megatron_model as MM
+from looprl.model.config import tiny_config
+from looprl.model.megatron import MegatronLayoutError, from_megatron, megatron_names
+from looprl.model.models import build_model, init_weights
+import looprl.model.megatron_model as MM
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("huginn_raven", "ouro", "nanbeige")
@@ -22,7 +22,7 @@ needs_megatron = pytest.mark.skipif(not HAVE_MEGATRON, reason="megatron-core is 
 # ---- what runs without megatron-core ------------------------------------------------------------------------------
 
 def test_import_needs_no_megatron():
-    code = "import looprl, looprl.megatron_model, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'megatron'))"
+    code = "import looprl, looprl.model.megatron_model, sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'megatron'))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
@@ -249,7 +249,7 @@ def test_bad_input_is_refused(megatron):
 
 @needs_megatron
 def test_building_before_init_is_refused():
-    code = ("import looprl.megatron_model as M; from looprl.config import tiny_config\n"
+    code = ("import looprl.model.megatron_model as M; from looprl.model.config import tiny_config\n"
             "try: M.build_megatron_model(tiny_config('nanbeige'))\nexcept RuntimeError as e: print(e)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert "call init_megatron_parallel() first" in r.stdout, r.stderr[-2000:]

@@ -1,11 +1,11 @@
-"Random property checks, naive references and gradient checks for `looprl.objectives`."
+"Random property checks, naive references and gradient checks for `looprl.training.objectives`."
 import math, statistics
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from looprl.objectives import (aggregate, categorical_kl, chunked_logsumexp, dppo_policy_loss,
+from looprl.training.objectives import (aggregate, categorical_kl, chunked_logsumexp, dppo_policy_loss,
                                entropy_from_logits, flow_dppo_halves, flow_dppo_policy_loss, gae, grpo_advantages,
                                masked_mean, masked_whiten, ppo_policy_loss, selected_logprobs, token_entropy, value_loss)
 from looprl.bench.flow_kl import bench_flow_kl

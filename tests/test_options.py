@@ -1,10 +1,11 @@
-"""The settings are declared once (looprl.options): the trainer and the engine see the same defaults, the command line
+"""The settings are declared once (looprl.run.options): the trainer and the engine see the same defaults, the command line
 keeps every flag it had, and a run directory written before the settings were split resumes and equals a new run."""
 import json, shutil
 from dataclasses import asdict
 from pathlib import Path
 import pytest
-from looprl import loop as L, options as O, state as S
+from looprl.run import loop as L, options as O
+from looprl.core import state as S
 from looprl.compare import compare_runs
 from looprl.train import parser
 

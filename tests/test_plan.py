@@ -2,8 +2,8 @@
 the last checkpoint intact, and checkpoints written in the background equal to those written in the update's time."""
 import json
 import pytest, torch
-import looprl.plan as plan
-from looprl.state import latest_checkpoint, CHECKPOINTS
+import looprl.run.plan as plan
+from looprl.core.state import latest_checkpoint, CHECKPOINTS
 from looprl.train import main
 
 ARGS = ["--updates", "2", "--rollout-batch-size", "2", "--max-response-tokens", "6", "--no-eval", "--no-progress"]
@@ -17,7 +17,7 @@ def train(capsys, out, *args) -> tuple[int, list[str]]:
 @pytest.fixture
 def after_first_update(monkeypatch):
     "A counter of finished `Trainer.train` calls: the faults below strike in update 1, once update 0 is checkpointed."
-    from looprl.trainer import Trainer
+    from looprl.training.trainer import Trainer
     done, real = [0], Trainer.train
     def counted(self, *a, **k):
         r = real(self, *a, **k); done[0] += 1; return r
@@ -34,12 +34,12 @@ def raise_after(done, real, only=lambda *a: True):
 
 @pytest.mark.parametrize("phase", ["rollout", "publication", "replay", "actor step", "critic step"])
 def test_out_of_memory_is_one_line_per_phase(monkeypatch, capsys, tmp_path, after_first_update, phase):
-    import looprl.engine, looprl.trainer
-    from looprl.trainer import Learner
+    import looprl.rollout.engine, looprl.training.trainer
+    from looprl.training.trainer import Learner
     done = after_first_update
-    if phase == "rollout": monkeypatch.setattr(looprl.engine.Engine, "generate", raise_after(done, looprl.engine.Engine.generate))
-    if phase == "publication": monkeypatch.setattr(looprl.trainer, "export_tensors", raise_after(done, looprl.trainer.export_tensors))
-    if phase == "replay": monkeypatch.setattr(looprl.trainer, "response_logprobs", raise_after(done, looprl.trainer.response_logprobs))
+    if phase == "rollout": monkeypatch.setattr(looprl.rollout.engine.Engine, "generate", raise_after(done, looprl.rollout.engine.Engine.generate))
+    if phase == "publication": monkeypatch.setattr(looprl.training.trainer, "export_tensors", raise_after(done, looprl.training.trainer.export_tensors))
+    if phase == "replay": monkeypatch.setattr(looprl.training.trainer, "response_logprobs", raise_after(done, looprl.training.trainer.response_logprobs))
     if phase.endswith("step"):
         critic = phase == "critic step"
         monkeypatch.setattr(Learner, "backward", raise_after(done, Learner.backward, lambda l, *a: hasattr(l.model, "value_head") == critic))
@@ -74,7 +74,7 @@ def test_failing_checkpoint_write_is_one_line_and_leaves_the_previous(monkeypatc
     assert code == 0 and latest_checkpoint(out).name == "update-000002", lines
 
 def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
-    from looprl.workers import nested_state_digest
+    from looprl.run.workers import nested_state_digest
     digests = {}
     for mode, extra in (("background", []), ("sync", ["--sync-checkpoints"])):
         code, lines = train(capsys, tmp_path / mode, *extra); assert code == 0, lines
@@ -87,8 +87,8 @@ def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_snapshot_is_the_state_and_stays_put(shipped, precision):
-    from looprl.trainer import TrainSettings, build_trainer
-    from looprl.workers import nested_state_digest
+    from looprl.training.trainer import TrainSettings, build_trainer
+    from looprl.run.workers import nested_state_digest
     t = build_trainer(shipped["huginn_raven"], TrainSettings(algorithm="grpo", precision=precision, optimizer="adamw"))
     l = t.actor
     def step():
@@ -110,7 +110,7 @@ def test_plan_refuses_a_disk_too_small(monkeypatch, capsys, tmp_path):
 
 def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_path):
     "A device just large enough with recompute: the run turns it on and says so; given --micro-batch-size 16 is kept."
-    from looprl.loop import RunOptions
+    from looprl.run.loop import RunOptions
     o = RunOptions.from_flat(output=str(tmp_path / "x"), updates=2, rollout_batch_size=2, max_response_tokens=6, no_eval=True)
     need = plan.make_plan(o.replaced(recompute=True), capacity={"CPU": 1}, free=1 << 40)
     cap = need.used("CPU") + 1024
@@ -123,13 +123,13 @@ def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_pa
 @pytest.mark.parametrize("sync", [False, True])
 def test_policies_are_exported_beside_complete_checkpoints_only(monkeypatch, capsys, tmp_path, sync):
     "The disk plan counts an export after the old checkpoints are gone: at each export, no checkpoint is being written."
-    import looprl.loop
-    seen, real = [], looprl.loop.export_policy
+    import looprl.run.loop
+    seen, real = [], looprl.run.loop.export_policy
     def export(pl, run_dir, update):
         ck = run_dir / CHECKPOINTS
         seen.append((update, sorted(p.name for p in ck.iterdir() if p.is_dir())))
         return real(pl, run_dir, update)
-    monkeypatch.setattr(looprl.loop, "export_policy", export)
+    monkeypatch.setattr(looprl.run.loop, "export_policy", export)
     code, lines = train(capsys, tmp_path / "run", "--export-every", "1", "--keep-checkpoints", "1", *(["--sync-checkpoints"] * sync))
     assert code == 0, lines
     assert seen == [(1, ["update-000001"]), (2, ["update-000002"])], seen   # without the wait: a .tmp- directory and update-000001 beside update 2

@@ -18,7 +18,7 @@ def train(out, *extra):
     return out
 
 def heldout(run) -> list[dict]:
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     return [l for l in read_metrics(run) if l["kind"] == "heldout"]
 
 def eval_json(*args) -> dict:

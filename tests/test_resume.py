@@ -87,14 +87,14 @@ def test_extended_run_equals_longer_run(shipped, arithmetic, tmp_path):
 
 def test_evaluation_does_not_perturb_training(shipped, arithmetic, tmp_path):
     "A run evaluated on held-out questions every update ends in the same training state as one never evaluated."
-    from looprl.data import HELDOUT_DATA
+    from looprl.run.data import HELDOUT_DATA
     m, args = shipped["huginn_raven"], common("grpo", "fp32", "adamw")
     a, b = tmp_path / "plain", tmp_path / "evaluated"
     assert train(m, arithmetic, a, *args).returncode == 0
     r = run_cli("looprl.train", "--model", m, "--data", arithmetic, "--output", b, "--max-response-tokens", "6", "--no-progress", *args,
                 "--eval-data", HELDOUT_DATA, "--eval-every", "1", "--eval-limit", "24")
     assert r.returncode == 0, r.stderr
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     assert [l["update"] for l in read_metrics(b) if l["kind"] == "heldout"] == [0, 1, 2, 3]
     assert_changing(a)
     c = run_cli("looprl.compare", a, b, "--ignore", "heldout"); assert c.returncode == 0, c.stdout + c.stderr
@@ -102,7 +102,7 @@ def test_evaluation_does_not_perturb_training(shipped, arithmetic, tmp_path):
 
 def test_resume_keeps_the_default_evaluation(tmp_path):
     "A run on the embedded data evaluates on the embedded held-out split by default; its resume does too, at the same updates."
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     args = ["--algorithm", "ppo", "--updates", "2", "--rollout-batch-size", "8", "--max-response-tokens", "6", "--eval-limit", "16", "--no-progress"]
     a, b = tmp_path / "straight", tmp_path / "stopped"
     assert run_cli("looprl.train", "--output", a, *args).returncode == 0

@@ -1,5 +1,5 @@
 """Negative tests of resume equality: a resume that skips restoring one piece of state (LOOPRL_SKIP_RESTORE, read in
-the gate looprl.state.restore) must be reported DIFFERENT by `looprl.compare`, on the field that depends on that piece.
+the gate looprl.core.state.restore) must be reported DIFFERENT by `looprl.compare`, on the field that depends on that piece.
 The runs learn (AdamW, a learning-rate warm-up, PPO with a critic) and their reward draws from every global generator,
 so every piece of state influences what follows."""
 import json, shutil
@@ -53,5 +53,5 @@ def test_skipped_restore_is_reported_on_its_field(runs, tmp_path, part, precisio
 
 def test_cuda_generators_are_restorable_state():
     "On a GPU host the CUDA generators are captured and restored like the others (the GPU resume runs cover them)."
-    from looprl.state import RESTORABLE, capture_rng
+    from looprl.core.state import RESTORABLE, capture_rng
     assert "rng.torch_cuda" in RESTORABLE and "torch_cuda" in capture_rng()

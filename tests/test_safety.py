@@ -36,8 +36,8 @@ def exported(shipped, arithmetic, tmp_path_factory):
     return run
 
 def test_exports_are_native_checkpoints(exported, shipped):
-    from looprl.hf import load_checkpoint, read_tensors
-    from looprl.state import latest_policy
+    from looprl.model.hf import load_checkpoint, read_tensors
+    from looprl.core.state import latest_policy
     assert sorted(p.name for p in (exported / "policies").glob("update-*")) == ["update-000001", "update-000002"]
     d = latest_policy(exported)
     assert d.name == "update-000002"
@@ -45,7 +45,7 @@ def test_exports_are_native_checkpoints(exported, shipped):
     t = read_tensors(d)
     assert "lm_head.weight" in t and "transformer.wte.weight" in t and "freqs_cis" in t       # Huginn's aliases and RoPE buffer
     load_checkpoint(d)                                                                     # strict: names, shapes, alias, freqs_cis
-    from looprl.hf import state_digest
+    from looprl.model.hf import state_digest
     ups = updates(exported)        # the export after update k holds what version k + 1 publishes
     assert state_digest(read_tensors(exported / "policies" / "update-000001")) == ups[1]["digest"] != ups[0]["digest"]
 

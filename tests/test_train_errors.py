@@ -101,7 +101,7 @@ def test_one_gpu_places_workers_in_process(monkeypatch, capsys):
     """--device cuda on a one-GPU host: the trainer and the engine share it in this process, said in one line; --workers ray
     still asks for Ray (and is refused: it needs two GPUs); two GPUs keep Ray as the default, with no note."""
     import torch
-    from looprl.loop import RunOptions, UsageError, check_devices
+    from looprl.run.loop import RunOptions, UsageError, check_devices
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     one = RunOptions("x", device="cuda")
     check_devices(one)
@@ -144,7 +144,7 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
     """With CUDA and megatron-core present the backend check passes; --backend megatron takes any tensor-parallel size
     that divides --trainer-processes (the rest data-parallel replicas, which must split a step's micro-batches evenly); a
     resume keeps the run's backend (another one is refused, naming both), and an unknown backend is refused."""
-    import json, looprl.megatron as M, looprl.loop as L
+    import json, looprl.model.megatron as M, looprl.run.loop as L
     monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
     M.check_backend("megatron", "cuda")
     opts = lambda **kw: L.RunOptions.from_flat(output=str(tmp_path / "r"), backend="megatron", device="cuda", workers="ray", **kw)
@@ -167,8 +167,8 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
 def test_distributed_optimizer_options(tmp_path):
     """--distributed-optimizer needs --backend megatron and AdamW, each refused in one line naming the flag; a resume
     keeps the run's choice (another one is refused, naming both)."""
-    import json, looprl.loop as L
-    from looprl.trainer import TrainSettings
+    import json, looprl.run.loop as L
+    from looprl.training.trainer import TrainSettings
     assert bad(tmp_path / "new", "--distributed-optimizer") == \
         "looprl.train: --distributed-optimizer: Megatron's distributed optimizer needs backend megatron"
     with pytest.raises(ValueError, match=r"^distributed_optimizer: needs optimizer adamw .* got sgd$"):

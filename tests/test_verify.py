@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 from conftest import run_cli
-from looprl.config import tiny_config
-from looprl.models import build_model, init_weights
-from looprl.hf import save_checkpoint
-SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.families)
+from looprl.model.config import tiny_config
+from looprl.model.models import build_model, init_weights
+from looprl.model.hf import save_checkpoint
+SHIPPED = ("huginn_raven", "ouro", "nanbeige")   # the families looprl ships (looprl.model.families)
 
 
 def verify(*args):
@@ -81,7 +81,7 @@ def test_exit_status_above_the_bound(ckpts, monkeypatch, capsys):
     "Above the bound the report says so and `main` exits 1 (the bound is lowered to 0, and the FP32 kernels that round by shape are used, to provoke it)."
     import looprl.verify as V
     monkeypatch.setattr(V, "parity_bound", lambda dtype, device: 0.0)
-    monkeypatch.setattr("looprl.models._CPU_FP64", False)
+    monkeypatch.setattr("looprl.model.models._CPU_FP64", False)
     rep = V.verify_checkpoint(ckpts["huginn_raven"], samples=3, max_new_tokens=10)
     assert rep["max_abs_logprob_diff"] > 0 and rep["ok"] is False
     with pytest.raises(SystemExit) as ei:
@@ -95,7 +95,7 @@ def test_stdout_holds_the_json_alone(ckpts, monkeypatch, capfd):
     is still its JSON alone and the log lines are on stderr. Its twin, without `stdout_to_stderr`, does not parse."""
     import contextlib, os
     import looprl.verify as V
-    from looprl.engine import Engine
+    from looprl.rollout.engine import Engine
 
     class LoggingEngine(Engine):
         def generate(self, requests):

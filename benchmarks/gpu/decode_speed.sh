@@ -1,7 +1,7 @@
 # Speed of the engine's decode step at Huginn-0125 shapes (3.5B parameters, FP16, 256-token context, random weights).
 #   bash benchmarks/gpu/decode_speed.sh [PART...]     (default: every part)
 #   rollout        one decode step eager and as a CUDA graph against the memory-bandwidth bound, B = 1, 8, 32, 64,
-#                  fused kernels (looprl.kernels)                                   → $OUT/rollout-huginn-0125.json
+#                  fused kernels (looprl.model.kernels)                                   → $OUT/rollout-huginn-0125.json
 #   rollout-plain  the same with the plain PyTorch decode path (--plain)            → $OUT/rollout-huginn-0125-plain.json
 #   profile        every kernel of one eager step, plain and fused, B = 1 and 64    → $OUT/decode-profile-huginn-0125.json
 #   matmuls        cuBLAS bandwidth of each weight product of the step, and of a device copy → $OUT/matmuls-huginn-0125.json

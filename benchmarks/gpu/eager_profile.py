@@ -1,16 +1,16 @@
 """Where the host time of one eager decode step goes, at Huginn-0125 shapes (FP16, 256-token context, random weights).
 usage: PYTHONPATH=. python3 benchmarks/gpu/eager_profile.py OUT.json
-For the fused (looprl.kernels) and the plain decode path, B = 1 and 64: the step's median wall time, the GPU time of the
+For the fused (looprl.model.kernels) and the plain decode path, B = 1 and 64: the step's median wall time, the GPU time of the
 same step replayed as a CUDA graph, and a cProfile of one step (the functions with the most own time); the fused step
 again with kernels.DIRECT_LAUNCH on. Then the host cost
 of one launch of each kind the fused step makes (a Triton kernel through its JIT launcher, the same compiled kernel
 launched directly, a cuBLAS product, an allocation), each the mean of many launches with the GPU kept busy."""
 import cProfile, io, json, pstats, statistics, sys, time
 import torch
-from looprl.config import preset_config
-from looprl.engine import Engine
-from looprl.models import init_weights
-from looprl import kernels as K
+from looprl.model.config import preset_config
+from looprl.rollout.engine import Engine
+from looprl.model.models import init_weights
+from looprl.model import kernels as K
 from looprl.bench import environment
 from looprl.bench.rollout import decode_inputs
 

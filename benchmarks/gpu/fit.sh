@@ -1,4 +1,4 @@
-# The memory and disk plan on one GPU (looprl.plan): python -m looprl.train with no setting but the model, the device,
+# The memory and disk plan on one GPU (looprl.run.plan): python -m looprl.train with no setting but the model, the device,
 # the placement, the algorithm and 3 updates, on a random Huginn-0125-shaped checkpoint, GRPO and PPO, with the settings
 # line the plan prints, its figures against the measured peak memory, and the GRPO phase with checkpoints written in the
 # background against the same run writing them in the update's time (--sync-checkpoints); a mid-size GRPO run.

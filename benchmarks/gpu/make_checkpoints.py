@@ -3,10 +3,10 @@
   mid:  a mid-size FP32 Huginn (n_embd 1024, 8 heads of 128, 8 recurrences) in /tmp/hmid.
 usage: python3 benchmarks/gpu/make_checkpoints.py full|mid [full|mid]"""
 import sys, torch
-from looprl.config import real_config, tiny_config
-from looprl.models import build_model, init_weights
-from looprl.hf import save_checkpoint
-from looprl.data import build_char_tokenizer, TINY_ALPHABET
+from looprl.model.config import real_config, tiny_config
+from looprl.model.models import build_model, init_weights
+from looprl.model.hf import save_checkpoint
+from looprl.run.data import build_char_tokenizer, TINY_ALPHABET
 
 if not sys.argv[1:] or set(sys.argv[1:]) - {"full", "mid"}: sys.exit(f"make_checkpoints.py: sizes are full and mid, got {sys.argv[1:]}\n{__doc__}")
 tok = build_char_tokenizer(TINY_ALPHABET)

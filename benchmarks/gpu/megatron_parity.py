@@ -1,4 +1,4 @@
-"""The Megatron-core backend (looprl.megatron_model) against the torch backend on one GPU, one JSON file:
+"""The Megatron-core backend (looprl.model.megatron_model) against the torch backend on one GPU, one JSON file:
   parity-full  Huginn-0125 shapes (preset huginn-0125, looprl's init, seed 0) in FP16, batch 2 x 128 tokens: forward and
                backward of the same loss on the same weights (loss scale 128), max |d logit| and max relative |d grad|
                over parameters (Megatron's mapped to native names), next to the torch backend's own FP16 against FP32;
@@ -75,9 +75,9 @@ def differences(logits, grads, ref_logits, ref_grads):
 
 def parity(cfg, dtype, B, S, seed, perturb_norms, with_fp32_reference):
     import torch
-    from looprl.megatron import from_megatron
-    from looprl.megatron_model import build_megatron_model, native_state
-    from looprl.models import build_model, init_weights
+    from looprl.model.megatron import from_megatron
+    from looprl.model.megatron_model import build_megatron_model, native_state
+    from looprl.model.models import build_model, init_weights
     scale = 128.0 if dtype == torch.float16 else 1.0
     native = init_weights(build_model(cfg, device=DEVICE, dtype=dtype), seed=seed, perturb_norms=perturb_norms)
     ids, tgt, lat = batch(cfg, native, B, S)
@@ -101,12 +101,12 @@ def parity(cfg, dtype, B, S, seed, perturb_norms, with_fp32_reference):
 
 
 def full_config():
-    from looprl.config import preset_config
+    from looprl.model.config import preset_config
     return preset_config("huginn-0125")
 
 
 def mid_config():
-    from looprl.config import tiny_config
+    from looprl.model.config import tiny_config
     return tiny_config("huginn_raven", n_embd=1024, n_heads=8, head_dim=128, num_key_value_heads=8, intermediate_size=2816,
                        vocab_size=32768, padded_vocab_size=32768, block_size=1024, mean_recurrence=8)
 
@@ -127,8 +127,8 @@ def parity_mid():
 def speed():
     import torch, torch.nn.functional as F
     from looprl.bench.train import model_flops_per_token
-    from looprl.megatron_model import build_megatron_model
-    from looprl.models import build_model, init_weights
+    from looprl.model.megatron_model import build_megatron_model
+    from looprl.model.models import build_model, init_weights
     cfg, B, S, steps, peak = full_config(), 4, 176, 5, 989.0
     cuda = DEVICE == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -157,7 +157,7 @@ def speed():
         del model
     return dict(config="huginn-0125", dtype="float16", batch=[B, S], loss_scale=128.0, peak_tflops=peak, flops_per_step=flops,
                 what="actor forward + backward of the mean token cross-entropy (no optimizer step), median of 5 after 2 warm-up steps",
-                recompute="torch: each block application checkpointed (looprl.models); megatron: each stack application "
+                recompute="torch: each block application checkpointed (looprl.model.models); megatron: each stack application "
                           "(prelude, core per recurrence, coda) checkpointed, non-reentrant", backends=results)
 
 
@@ -168,8 +168,8 @@ def main():
     import torch
     if not torch.cuda.is_available(): sys.exit("megatron_parity.py: no CUDA device")
     from looprl.bench import environment
-    from looprl.megatron import megatron_core_version
-    from looprl.megatron_model import init_megatron_parallel
+    from looprl.model.megatron import megatron_core_version
+    from looprl.model.megatron_model import init_megatron_parallel
     DOC.update(environment=environment(), torch=torch.__version__, megatron_core=megatron_core_version(),
                gpu=torch.cuda.get_device_name(0))
     write()

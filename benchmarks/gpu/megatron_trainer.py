@@ -1,10 +1,10 @@
-"""The Megatron-core trainer (looprl.megatron_trainer) on one GPU against the torch backend's, one JSON file:
+"""The Megatron-core trainer (looprl.training.megatron_trainer) on one GPU against the torch backend's, one JSON file:
   steps    a mid-size Huginn (as make_checkpoints.py mid) in FP16 with loss scale 128, GRPO and PPO (SGD, lr 1e-4): the
            publication digest of both backends before training (same weights: must be equal), then 3 updates of each
            backend from the same synthetic rollouts (8 completions in groups of 4, mixed rewards): per update the loss,
            gradient norms and skipped steps of both, and the largest relative difference of any published tensor;
   resume   the Megatron trainer's own exactness: 3 updates uninterrupted against 2 updates, its state saved and
-           loaded as a run checkpoint's trainer.pt (looprl.state), by a fresh trainer in this process, then update 3 — publication digests and metrics
+           loaded as a run checkpoint's trainer.pt (looprl.core.state), by a fresh trainer in this process, then update 3 — publication digests and metrics
            compared; and the twins that must differ: the same resume with LOOPRL_SKIP_RESTORE=master, and with =actor.
   checkpoint  the same resume through the run checkpoint's own path, MegatronTrainer.save / load (dist_checkpointing
            into megatron/, the counters and RNG in trainer.pt), with AdamW (lr 1e-5, moments to restore), with Megatron's
@@ -24,20 +24,20 @@ DOC = {"command": shlex.join(["python", *sys.argv]), "script": os.environ.get("L
 
 
 def mid_config():
-    from looprl.config import tiny_config
+    from looprl.model.config import tiny_config
     return tiny_config("huginn_raven", n_embd=1024, n_heads=8, head_dim=128, num_key_value_heads=8, intermediate_size=2816,
                        vocab_size=32768, padded_vocab_size=32768, block_size=1024, mean_recurrence=8)
 
 
 def settings(algorithm):
-    from looprl.trainer import TrainSettings
+    from looprl.training.trainer import TrainSettings
     return TrainSettings(algorithm=algorithm, precision="fp16", optimizer="sgd", lr=1e-4, micro_batch_size=4, loss_scale=128.0)
 
 
 def natives(cfg, algorithm):
     "The native start of a run, as trainer.build_trainer makes it: the actor, and the critic with its value head zeroed."
     import torch
-    from looprl.models import build_model, init_weights
+    from looprl.model.models import build_model, init_weights
     actor = init_weights(build_model(cfg), seed=1, perturb_norms=True)
     critic = None
     if algorithm != "grpo":
@@ -49,8 +49,8 @@ def natives(cfg, algorithm):
 
 def trainer(backend, cfg, algorithm, **changes):
     import dataclasses
-    from looprl.trainer import Trainer
-    from looprl.megatron_trainer import MegatronTrainer
+    from looprl.training.trainer import Trainer
+    from looprl.training.megatron_trainer import MegatronTrainer
     s = dataclasses.replace(settings(algorithm), backend=backend, **changes)
     a, c = natives(cfg, algorithm)
     return (MegatronTrainer if backend == "megatron" else Trainer)(a, c, s, DEVICE)
@@ -98,7 +98,7 @@ def resume():
         del a; torch.cuda.empty_cache()
         b = trainer("megatron", cfg, alg)
         for r in rs[:2]: b.train(r, 4)
-        from looprl.state import save_trainer_state, load_trainer_state
+        from looprl.core.state import save_trainer_state, load_trainer_state
         path = Path(tempfile.mkdtemp())
         save_trainer_state(b.state_dict(), path)          # the run checkpoint's trainer.pt, as the loop writes it
         del b; torch.cuda.empty_cache()

@@ -55,14 +55,14 @@ def record_check(path, timeout_s, *cmd):
     p.write_text(json.dumps(doc, indent=1)); sys.exit(rc)
 
 def record_run(path, run_dir, commands):
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     lines = Path(commands).read_text().splitlines()
     doc = stamped(dict(command=lines[-1], commands=lines, metrics=read_metrics(run_dir),
                        summary=json.loads((Path(run_dir) / "summary.json").read_text())))
     Path(path).write_text(json.dumps(doc, indent=1)); print(f"wrote {path}")
 
 def record_resume(path, case, a, b, compare, commands):
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     doc = stamped(dict(command=case, commands=Path(commands).read_text().splitlines(), compare=json.loads(Path(compare).read_text()),
                        contract=json.loads((Path(a) / "run.json").read_text())["contract"],
                        uninterrupted=read_metrics(a), resumed=read_metrics(b)))

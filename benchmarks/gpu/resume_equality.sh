@@ -23,7 +23,7 @@
 #             as separate commands need a machine that keeps /tmp and /dev/shm between them.
 #   STEP_TIMEOUT_S  time limit of each training process (default 300).
 #   DIST_OPT  1: --distributed-optimizer (with BACKEND=megatron; the mid size trains with AdamW).
-#   TWIN      a part of the state (LOOPRL_SKIP_RESTORE, looprl.state.RESTORABLE), e.g. optimizer: a copy of the stopped run
+#   TWIN      a part of the state (LOOPRL_SKIP_RESTORE, looprl.core.state.RESTORABLE), e.g. optimizer: a copy of the stopped run
 #             is also resumed with that part left out, and compared with the uninterrupted run; that comparison must say
 #             DIFFERENT, or the case fails. Its JSON: the case's name with -twin-<part>.
 # Writes $OUT/resume-learning-<algorithm>-<size>-fp16<layout>.json (<layout> is empty with local workers and no TRANSPORT,

@@ -1,7 +1,7 @@
 # Speed of the actor's training step at Huginn-0125 shapes (FP16, loss scale 128, B = 4 sequences of 176 tokens,
 # activation recompute, 3 steps): step time, tokens per second, model-FLOPs utilisation, peak memory.
 #   bash benchmarks/gpu/train_speed.sh [single] [sharded]
-#     single:  looprl.trainer.Trainer                                            → $OUT/train-huginn-0125.json
+#     single:  looprl.training.trainer.Trainer                                            → $OUT/train-huginn-0125.json
 #     sharded: the FSDP2 trainer of --trainer-processes as one trainer process (NCCL) and the single-process trainer,
 #              in one run, with the ratio of their tokens/s                      → $OUT/train-huginn-0125-sharded-vs-single.json
 # The output streams, and is appended as it goes to $OUT/train-speed-log.txt.

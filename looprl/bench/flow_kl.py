@@ -9,7 +9,7 @@ from __future__ import annotations
 import os, platform, sys, time
 from contextlib import contextmanager
 import torch
-from ..objectives import categorical_kl
+from ..training.objectives import categorical_kl
 
 # %% auto #0
 __all__ = ['bench_flow_kl']

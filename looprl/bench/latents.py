@@ -8,7 +8,7 @@ Docs: https://looprl.github.io/looprl/bench_latents.html.md"""
 from __future__ import annotations
 import math, os, platform, time
 import torch
-from ..latents import (LATENT_PROFILE, LatentCache, latent_noise, latent_noise_reference, sequence_latents,
+from ..model.latents import (LATENT_PROFILE, LatentCache, latent_noise, latent_noise_reference, sequence_latents,
                             trunc_normal_algorithm)
 
 # %% auto #0

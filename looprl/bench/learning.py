@@ -8,8 +8,8 @@ Docs: https://looprl.github.io/looprl/learning.html.md"""
 from __future__ import annotations
 import json, math, statistics, subprocess, sys, tempfile, time
 from pathlib import Path
-from ..cli import UsageError
-from ..state import read_metrics
+from ..core.cli import UsageError
+from ..core.state import read_metrics
 
 # %% auto #0
 __all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'mechanisms', 'read_learning_run', 'learning_run',
@@ -100,7 +100,7 @@ EXIT_THRESHOLDS = (1.0, 0.9, 0.7, 0.5)
 
 def exit_table(model_dir, thresholds=EXIT_THRESHOLDS, limit: int = 128, seed: int = 0) -> list[dict]:
     "Held-out accuracies and mean exit depth of the checkpoint (or run) at `model_dir` at each exit threshold."
-    from looprl.eval import evaluate_model, EvalSpec
+    from looprl.run.evaluation import evaluate_model, EvalSpec
     keys = ("greedy_accuracy", "greedy_ci", "sampled_accuracy", "sampled_ci", "mean_exit_depth", "questions")
     return [dict(exit_threshold=q, **{k: r[k] for k in keys})
             for q in thresholds for r in [evaluate_model(model_dir, spec=EvalSpec(seed=seed, exit_threshold=q), limit=limit)]]
@@ -110,7 +110,7 @@ def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str
                         train_args: tuple = (), log=None) -> dict:
     """The embedded tiny Ouro's accuracy and depth at each threshold, before and after one GRPO run with adaptive exit
     (`--exit-threshold 0.9` unless `train_args` says otherwise), and the run's exit depth per update."""
-    from looprl.registry import get_family
+    from looprl.model.registry import get_family
     model = str(get_family("ouro").embedded)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-exits-"))
     out = root / f"grpo-exits-{seed}"

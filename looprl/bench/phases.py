@@ -8,7 +8,7 @@ Docs: https://looprl.github.io/looprl/bench_phases.html.md"""
 from __future__ import annotations
 import json, sys, time
 from pathlib import Path
-from ..cli import UsageError
+from ..core.cli import UsageError
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'phase_order', 'run_phase', 'read_ledger', 'check_ledger', 'phase_summary', 'bench_phases']

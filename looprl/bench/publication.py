@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 import torch
-from ..config import preset_config
+from ..model.config import preset_config
 
 # %% auto #0
 __all__ = ['bench_publication', 'bench_publication_nccl']
@@ -17,7 +17,7 @@ __all__ = ['bench_publication', 'bench_publication_nccl']
 # %% ../../nbs/14d_bench_publication.ipynb #66df2eb8
 def _publication_model(preset: str, dtype: str, device: str):
     "The config of `preset` and a model of it with random weights (seed 0) on `device`."
-    from looprl.models import build_model, init_weights
+    from looprl.model.models import build_model, init_weights
     cfg = preset_config(preset)
     with torch.device(device): m = build_model(cfg, dtype=getattr(torch, dtype))
     return cfg, init_weights(m, seed=0)
@@ -26,8 +26,8 @@ def _publication_model(preset: str, dtype: str, device: str):
 def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str = "cuda:1", dtype: str = "float16",
                       repeats: int = 3, disk_dir: str | None = None) -> dict:
     "Seconds for a complete publication from a model on `src` to an engine on `dst` (memory path; disk path too if `disk_dir`)."
-    from looprl.hf import export_tensors
-    from looprl.engine import Engine
+    from looprl.model.hf import export_tensors
+    from looprl.rollout.engine import Engine
     cfg, m = _publication_model(preset, dtype, src)
     dt = getattr(torch, dtype)
     eng = Engine(cfg, device=dst, dtype=dt, max_batch=1, max_len=256)
@@ -41,7 +41,7 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
     nbytes = sum(v.numel() * v.element_size() for v in m.state_dict().values())
     out = dict(preset=preset, dtype=dtype, src=src, dst=dst, bytes=nbytes, memory_s=sorted(times)[len(times) // 2], memory_all_s=times, digest=digest)
     if disk_dir:
-        from looprl.hf import write_tensors
+        from looprl.model.hf import write_tensors
         d = Path(disk_dir); d.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         tensors = export_tensors(m)
@@ -54,8 +54,8 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
 # %% ../../nbs/14d_bench_publication.ipynb #afefc8ac
 def _nccl_trainer(preset, dtype, port, repeats, barrier, to_engine):
     "Trainer side of the NCCL publication benchmark (its own process, GPU 0): pack + digest on the GPU, send."
-    from looprl.workers import WeightLink, pack_tensors, unpack_tensors
-    from looprl.hf import state_digest
+    from looprl.run.workers import WeightLink, pack_tensors, unpack_tensors
+    from looprl.model.hf import state_digest
     torch.cuda.set_device(0)
     _, m = _publication_model(preset, dtype, "cuda:0")
     link, buf = WeightLink(0, port), None
@@ -72,8 +72,8 @@ def _nccl_trainer(preset, dtype, port, repeats, barrier, to_engine):
 # %% ../../nbs/14d_bench_publication.ipynb #d9749861
 def _nccl_engine(preset, dtype, port, repeats, barrier, from_trainer, results):
     "Engine side (GPU 1): receive into a flat buffer, then the publication transaction (checks, GPU digest, commit)."
-    from looprl.workers import WeightLink, unpack_tensors
-    from looprl.engine import Engine
+    from looprl.run.workers import WeightLink, unpack_tensors
+    from looprl.rollout.engine import Engine
     torch.cuda.set_device(1)
     eng = Engine(preset_config(preset), device="cuda:1", dtype=getattr(torch, dtype), max_batch=1, max_len=256)
     link, buf = WeightLink(1, port), None
@@ -94,7 +94,7 @@ def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", 
     """Seconds for a complete publication between two processes on two GPUs, as `--transport nccl` does it: the trainer
     packs and digests on GPU 0 and sends over NCCL; the engine receives on GPU 1, digests again, checks and commits."""
     import multiprocessing as mp
-    from looprl.workers import free_port
+    from looprl.run.workers import free_port
     ctx, port = mp.get_context("spawn"), free_port()
     barrier, q, res = ctx.Barrier(2), ctx.Queue(), ctx.Queue()
     ps = [ctx.Process(target=_nccl_trainer, args=(preset, dtype, port, repeats, barrier, q)),

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json, statistics, time
 from pathlib import Path
 import torch
-from ..config import load_config, preset_config
-from ..models import build_model, init_weights, KVCache, LoopedLM
-from .. import kernels as K
-from ..engine import Engine
+from ..model.config import load_config, preset_config
+from ..model.models import build_model, init_weights, KVCache, LoopedLM
+from ..model import kernels as K
+from ..rollout.engine import Engine
 
 # %% auto #0
 __all__ = ['decode_bytes', 'decode_inputs', 'decode_step_times', 'bench_rollout', 'profile_decode', 'bench_matmuls',
@@ -82,7 +82,7 @@ def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 
                   device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0, fused: bool = True) -> list[dict]:
     """Decode-step time (median, ms) eager, as a CUDA graph (on a GPU) and as the engine runs it by default
     (`cuda_graphs=None`: graphs on a GPU; False: eager) vs the memory-bandwidth bound, per batch size;
-    `fused=False` times the plain PyTorch decode path instead of `looprl.kernels`."""
+    `fused=False` times the plain PyTorch decode path instead of `looprl.model.kernels`."""
     cfg = preset_config(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     graphs = device.type == "cuda"                  # the graph step is timed on a GPU whatever the engine's setting
@@ -182,7 +182,7 @@ def hash_tokens(comps) -> str:
 # %% ../../nbs/14b_bench_rollout.ipynb #93327e87
 def _random_requests(vocab: int, batch: int, prompt_tokens: int, new_tokens: int, seed: int) -> list:
     "`batch` requests of `prompt_tokens` random prompt ids (from `seed`) and exactly `new_tokens` sampled tokens each."
-    from looprl.records import Request
+    from looprl.rollout.records import Request
     g = torch.Generator().manual_seed(seed)
     return [Request(torch.randint(3, vocab, (prompt_tokens,), generator=g).tolist(), seed=seed * 1_000_003 + i,
                     max_new_tokens=new_tokens, temperature=1.0) for i in range(batch)]
@@ -194,7 +194,7 @@ def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8,
     """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
     `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times after
     one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the next starts."""
-    from looprl.engines import engine_class
+    from looprl.rollout.engines import engine_class
     path = Path(model_dir)
     cfg = load_config(path)
     reqs = _random_requests(cfg.vocab_size, batch, prompt_tokens, new_tokens, seed)

@@ -8,8 +8,8 @@ Docs: https://looprl.github.io/looprl/bench_train.html.md"""
 from __future__ import annotations
 import time
 import torch
-from ..config import preset_config
-from ..records import Rollout
+from ..model.config import preset_config
+from ..rollout.records import Rollout
 
 # %% auto #0
 __all__ = ['TRAINERS', 'model_flops_per_token', 'ShardedTrainBench', 'bench_train']
@@ -17,7 +17,7 @@ __all__ = ['TRAINERS', 'model_flops_per_token', 'ShardedTrainBench', 'bench_trai
 # %% ../../nbs/14c_bench_train.ipynb #8e644a60
 def model_flops_per_token(cfg, seq_len: int) -> float:
     "Training FLOPs per token (forward + backward = 3 × forward) of one pass over a looped model."
-    from looprl.models import build_model
+    from looprl.model.models import build_model
     m = build_model(cfg, device="meta")
     n = lambda mods: sum(p.numel() for mod in mods for p in mod.parameters())
     groups = m.weight_groups()            # the head is in `once`; an embedding read by row does no product
@@ -47,16 +47,16 @@ def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[
     return times, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
 
 def _random_actor(preset: str, device: str):
-    from looprl.models import build_model, init_weights
+    from looprl.model.models import build_model, init_weights
     with torch.device(device): actor = build_model(preset_config(preset))
     return init_weights(actor, seed=0)
 
 # %% ../../nbs/14c_bench_train.ipynb #dede92ea
 class ShardedTrainBench:
-    """One rank of the FSDP2 trainer (`looprl.distributed.ShardedTrainer`, the code path of `--trainer-processes`) over a
+    """One rank of the FSDP2 trainer (`looprl.training.distributed.ShardedTrainer`, the code path of `--trainer-processes`) over a
     random actor at `preset` shapes, built inside a `RankGroup`; `timed` runs `_timed_updates` there."""
     def __init__(self, rank: int, world_size: int, preset: str, s, device: str):
-        from looprl.distributed import ShardedTrainer
+        from looprl.training.distributed import ShardedTrainer
         if device.startswith("cuda"): torch.cuda.set_device(rank)
         self.device = f"cuda:{rank}" if device.startswith("cuda") else device
         self.trainer = ShardedTrainer(_random_actor(preset, self.device), None, s, self.device)
@@ -64,7 +64,7 @@ class ShardedTrainBench:
 
 def _sharded_times(preset: str, s, device: str, rollout: Rollout, steps: int, processes: int = 1):
     "`_timed_updates` of rank 0 of `processes` FSDP2 trainer processes (CPU tensors over gloo, CUDA tensors over NCCL)."
-    from looprl.distributed import RankGroup
+    from looprl.training.distributed import RankGroup
     group = RankGroup(ShardedTrainBench, processes, preset, s, device,
                       backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo", threads=torch.get_num_threads())
     try: return group.call("timed", rollout, steps)[0]
@@ -77,8 +77,8 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
                 prompt_len: int = 128, response_len: int = 48, steps: int = 3, recompute: bool = True,
                 peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single") -> dict:
     """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
-    'single' (`looprl.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
-    from looprl.trainer import Trainer, TrainSettings
+    'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
+    from looprl.training.trainer import Trainer, TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
     cfg = preset_config(preset)
     s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch,

@@ -1,8 +1,8 @@
 """A looped family from outside looprl, reached only through the `looprl.families` entry point (tests/test_families.py):
 the Llama vocabulary with its own loop-count key, on looprl's Nanbeige provider."""
-from looprl.config import LLAMA_SIZE_KEYS, llama_fields
-from looprl.families.nanbeige import NanbeigeLM
-from looprl.registry import Family
+from looprl.model.config import LLAMA_SIZE_KEYS, llama_fields
+from looprl.model.families.nanbeige import NanbeigeLM
+from looprl.model.registry import Family
 
 def loopllama_fields(raw: dict, src: str) -> dict:
     "LoopedConfig fields of a loopllama config.json: Llama keys, all layers looped `loop_count` times."
