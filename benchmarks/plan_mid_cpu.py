@@ -13,7 +13,8 @@ def case(model_dir: str, recompute: bool) -> dict:
     import torch
     from looprl.model.config import load_config
     from looprl.rollout.records import Rollout
-    from looprl.training.trainer import TrainSettings, build_trainer
+    from looprl.training.trainer import build_trainer
+    from looprl.training.settings import TrainSettings
     from looprl.run.plan import learner_bytes, activation_bytes, model_counts
     torch.set_num_threads(2)
     cfg = load_config(model_dir)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import torch, torch.distributed as dist
 from .model.models import LoopedLM, KVCache
 from .rollout.records import Rollout
-from .training.trainer import TrainSettings
+from .training.settings import TrainSettings
 from .training.distributed import build_sharded_trainer, tensor_parallel, native_rows
 
 # %% auto #0

@@ -3,12 +3,14 @@ import dataclasses, math, sys
 import pytest, torch, torch.distributed as dist
 from conftest import ROOT
 from looprl.model.config import load_config, tiny_config
-from looprl.training.distributed import RankError, run_ranks, shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
+from looprl.training.distributed import shard_model, build_sharded_trainer, full_tensors, tensor_parallel, LOOPED_PLANS
+from looprl.training.ranks import RankError, run_ranks
 from looprl.testing import count_collectives, tensor_parallel_replay, single_replay
 from looprl.model.hf import read_tensors, load_into, export_tensors, state_digest
 from looprl.make_tiny import make_tiny_checkpoint
 from looprl.model.models import build_model, init_weights
-from looprl.training.trainer import TrainSettings, build_trainer
+from looprl.training.trainer import build_trainer
+from looprl.training.settings import TrainSettings
 from looprl.rollout.records import Rollout
 
 torch.set_num_threads(1)
@@ -60,7 +62,7 @@ class _RaySummer:
 
 def test_ray_rank_group_runs_calls_and_names_the_failing_rank():
     ray = pytest.importorskip("ray")
-    from looprl.training.distributed import RayRankGroup
+    from looprl.training.ranks import RayRankGroup
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])      # the actors cannot import this test module
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
@@ -259,7 +261,7 @@ GROUP_AT_EXIT = r'''
 import atexit, sys
 import torch.distributed as dist
 atexit.register(lambda: print("group open at exit:", dist.is_initialized(), file=sys.stderr))   # first registered: runs last
-from looprl.training.distributed import join_group, leave_group, run_ranks
+from looprl.training.ranks import join_group, leave_group, run_ranks
 
 def rank_hook(rank, world):
     atexit.register(lambda: print(f"rank {rank} group open at exit:", dist.is_initialized(), file=sys.stderr, flush=True))

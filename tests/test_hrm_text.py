@@ -91,7 +91,8 @@ def test_other_algorithms_train(tiny, tmp_path, algorithm):
 
 def test_full_backprop_setting(tiny, tmp_path):
     "--full-backprop reaches the model: the same rollout, another gradient (the L cycles the schedule skips now count)."
-    from looprl.training.trainer import TrainSettings, build_trainer
+    from looprl.training.trainer import build_trainer
+    from looprl.training.settings import TrainSettings
     from test_distributed import rollouts
     roll = rollouts(1)[0]
     norms = {}
@@ -103,8 +104,8 @@ def test_full_backprop_setting(tiny, tmp_path):
 
 def test_fsdp2_two_processes_equal_one(tiny):
     "The FSDP2 trainer on two gloo processes equals one process on HRM-Text (GRPO, one update)."
-    from looprl.training.distributed import run_ranks
-    from looprl.training.trainer import TrainSettings
+    from looprl.training.ranks import run_ranks
+    from looprl.training.settings import TrainSettings
     from test_distributed import _dp_rank, _reference, rollouts, max_diff, metric_diff
     s, rolls = TrainSettings(algorithm="grpo", optimizer="adamw", lr=1e-3, micro_batch_size=2), rollouts(1)
     ref_m, ref_t = _reference(tiny, s, rolls)

@@ -150,7 +150,8 @@ def test_names_from_before_the_layout_import_the_same_module():
         assert importlib.import_module(old) is importlib.import_module(new), old
         assert importlib.import_module(new).__spec__.name == new, new        # importing the old name leaves the module's spec alone
     from looprl.families.huginn import FAMILY
-    from looprl.run.rewards import load_reward, even_token_share
+    from looprl.run.rewards import even_token_share
+    from looprl.run.reward_specs import load_reward
     assert FAMILY.name == "huginn_raven" and load_reward("looprl.rewards:even_token_share") is even_token_share
     r = subprocess.run([sys.executable, "-m", "looprl.data", "--help"], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert r.returncode == 0 and r.stdout.startswith("usage: python -m looprl.data"), r.stderr

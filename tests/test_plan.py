@@ -35,7 +35,7 @@ def raise_after(done, real, only=lambda *a: True):
 @pytest.mark.parametrize("phase", ["rollout", "publication", "replay", "actor step", "critic step"])
 def test_out_of_memory_is_one_line_per_phase(monkeypatch, capsys, tmp_path, after_first_update, phase):
     import looprl.rollout.engine, looprl.training.trainer
-    from looprl.training.trainer import Learner
+    from looprl.training.learner import Learner
     done = after_first_update
     if phase == "rollout": monkeypatch.setattr(looprl.rollout.engine.Engine, "generate", raise_after(done, looprl.rollout.engine.Engine.generate))
     if phase == "publication": monkeypatch.setattr(looprl.training.trainer, "export_tensors", raise_after(done, looprl.training.trainer.export_tensors))
@@ -87,7 +87,8 @@ def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_snapshot_is_the_state_and_stays_put(shipped, precision):
-    from looprl.training.trainer import TrainSettings, build_trainer
+    from looprl.training.trainer import build_trainer
+    from looprl.training.settings import TrainSettings
     from looprl.run.workers import nested_state_digest
     t = build_trainer(shipped["huginn_raven"], TrainSettings(algorithm="grpo", precision=precision, optimizer="adamw"))
     l = t.actor

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import looprl.run.rewards as rewards
-from looprl.run.rewards import (AnswerTimeout, DEFAULT_REWARD, DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, REWARD_STATUSES, RewardError,
-                            RewardResult, deadline, even_token_share, extract_answer, load_reward, math_reward, math_reward_detail,
-                            read_answer, reward_identity, score_completion, too_costly, warm_up)
+from looprl.run.rewards import (AnswerTimeout, DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, REWARD_STATUSES, RewardResult, deadline,
+                                even_token_share, extract_answer, math_reward, math_reward_detail, read_answer, too_costly, warm_up)
+from looprl.run.reward_specs import DEFAULT_REWARD, RewardError, load_reward, reward_identity, score_completion
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -101,7 +101,8 @@ def test_one_gpu_places_workers_in_process(monkeypatch, capsys):
     """--device cuda on a one-GPU host: the trainer and the engine share it in this process, said in one line; --workers ray
     still asks for Ray (and is refused: it needs two GPUs); two GPUs keep Ray as the default, with no note."""
     import torch
-    from looprl.run.loop import RunOptions, UsageError, check_devices
+    from looprl.run.loop import RunOptions, UsageError
+    from looprl.run.prepare import check_devices
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     one = RunOptions("x", device="cuda")
     check_devices(one)
@@ -144,7 +145,7 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
     """With CUDA and megatron-core present the backend check passes; --backend megatron takes any tensor-parallel size
     that divides --trainer-processes (the rest data-parallel replicas, which must split a step's micro-batches evenly); a
     resume keeps the run's backend (another one is refused, naming both), and an unknown backend is refused."""
-    import json, looprl.model.megatron as M, looprl.run.loop as L
+    import json, looprl.model.megatron as M, looprl.run.loop as L, looprl.run.options as O
     monkeypatch.setattr(M, "cuda_available", lambda: True); monkeypatch.setattr(M, "megatron_core_version", lambda: "0.19.2")
     M.check_backend("megatron", "cuda")
     opts = lambda **kw: L.RunOptions.from_flat(output=str(tmp_path / "r"), backend="megatron", device="cuda", workers="ray", **kw)
@@ -159,16 +160,16 @@ def test_megatron_backend_options(monkeypatch, tmp_path):
         L.RunOptions.from_flat(output=str(tmp_path / "r"), backend="fsdp").validate()
     run = tmp_path / "run"; run.mkdir()
     (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "algorithm": "grpo"}}))
-    assert L.options_for_resume(str(run), {}).trainer.backend == "megatron"
-    assert L.options_for_resume(str(run), {"backend": "megatron"}).trainer.backend == "megatron"
+    assert O.options_for_resume(str(run), {}).trainer.backend == "megatron"
+    assert O.options_for_resume(str(run), {"backend": "megatron"}).trainer.backend == "megatron"
     with pytest.raises(L.UsageError, match=r"^--backend: the run was trained with megatron and cannot resume with torch"):
-        L.options_for_resume(str(run), {"backend": "torch"})
+        O.options_for_resume(str(run), {"backend": "torch"})
 
 def test_distributed_optimizer_options(tmp_path):
     """--distributed-optimizer needs --backend megatron and AdamW, each refused in one line naming the flag; a resume
     keeps the run's choice (another one is refused, naming both)."""
-    import json, looprl.run.loop as L
-    from looprl.training.trainer import TrainSettings
+    import json, looprl.run.loop as L, looprl.run.options as O
+    from looprl.training.settings import TrainSettings
     assert bad(tmp_path / "new", "--distributed-optimizer") == \
         "looprl.train: --distributed-optimizer: Megatron's distributed optimizer needs backend megatron"
     with pytest.raises(ValueError, match=r"^distributed_optimizer: needs optimizer adamw .* got sgd$"):
@@ -176,6 +177,6 @@ def test_distributed_optimizer_options(tmp_path):
     TrainSettings(backend="megatron", optimizer="adamw", distributed_optimizer=True).validate()
     run = tmp_path / "run"; run.mkdir()
     (run / "run.json").write_text(json.dumps({"options": {"backend": "megatron", "distributed_optimizer": True}}))
-    assert L.options_for_resume(str(run), {}).trainer.distributed_optimizer is True
+    assert O.options_for_resume(str(run), {}).trainer.distributed_optimizer is True
     with pytest.raises(L.UsageError, match=r"^--distributed-optimizer: the run was trained with True and cannot resume with False"):
-        L.options_for_resume(str(run), {"distributed_optimizer": False})
+        O.options_for_resume(str(run), {"distributed_optimizer": False})

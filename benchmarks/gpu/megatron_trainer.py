@@ -30,7 +30,7 @@ def mid_config():
 
 
 def settings(algorithm):
-    from looprl.training.trainer import TrainSettings
+    from looprl.training.settings import TrainSettings
     return TrainSettings(algorithm=algorithm, precision="fp16", optimizer="sgd", lr=1e-4, micro_batch_size=4, loss_scale=128.0)
 
 

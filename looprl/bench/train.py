@@ -64,7 +64,7 @@ class ShardedTrainBench:
 
 def _sharded_times(preset: str, s, device: str, rollout: Rollout, steps: int, processes: int = 1):
     "`_timed_updates` of rank 0 of `processes` FSDP2 trainer processes (CPU tensors over gloo, CUDA tensors over NCCL)."
-    from looprl.training.distributed import RankGroup
+    from looprl.training.ranks import RankGroup
     group = RankGroup(ShardedTrainBench, processes, preset, s, device,
                       backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo", threads=torch.get_num_threads())
     try: return group.call("timed", rollout, steps)[0]
@@ -78,7 +78,8 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
                 peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single") -> dict:
     """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
     'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
-    from looprl.training.trainer import Trainer, TrainSettings
+    from looprl.training.trainer import Trainer
+    from looprl.training.settings import TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
     cfg = preset_config(preset)
     s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch,

@@ -6,15 +6,14 @@ Docs: https://looprl.github.io/looprl/evaluation.html.md"""
 
 # %% ../../nbs/11a_evaluation.ipynb #67d0ed0f
 from __future__ import annotations
-import hashlib, json, math, sys
-from dataclasses import dataclass, asdict, astuple
+import hashlib, json, math
+from dataclasses import dataclass
 from pathlib import Path
 import torch
-from ..core.cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
-from ..model.config import load_config, ConfigError
-from ..model.hf import CheckpointError
-from .data import (HELDOUT_DATA, DataError, load_prompts, load_tokenizer, encode_text, decode_text)
-from .rewards import DEFAULT_REWARD, load_reward, score_completion
+from ..core.cli import UsageError
+from ..model.config import load_config
+from .data import HELDOUT_DATA, load_prompts, load_tokenizer, decode_text
+from .reward_specs import DEFAULT_REWARD, load_reward, score_completion
 from ..rollout.records import Request
 from ..rollout.exits import ExitRule, check_exit_rule
 

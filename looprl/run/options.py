@@ -12,14 +12,15 @@ from pathlib import Path
 from fastcore.basics import patch
 from fastcore.docments import docments
 from ..core.cli import UsageError
-from ..training.trainer import TrainSettings, TRAIN_CHOICES
-from .rewards import DEFAULT_REWARD
+from ..training.settings import TrainSettings, TRAIN_CHOICES
+from .reward_specs import DEFAULT_REWARD
 from .data import EMBEDDED_DATA, HELDOUT_DATA
 from ..model.registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
 from ..rollout.engines import ENGINES
-from .workers import TRANSPORTS, TRAINER_PROCESSES_PLACES
+from .workers import TRANSPORTS
+from .placement import TRAINER_PROCESSES_PLACES
 from ..rollout.exits import EXIT_MODES, ExitRule, check_exit_rule
 from .pipeline import async_unsupported
 
@@ -261,7 +262,7 @@ def check_trainer_processes(self: RunOptions):
 # %% ../../nbs/10a_options.ipynb #e71c0a02
 @patch
 def check_exits(self: RunOptions):
-    "Adaptive exit with what can serve and replay it (the family is checked against the model in `loop.prepare`)."
+    "Adaptive exit with what can serve and replay it (the family is checked against the model in `prepare.prepare`)."
     r = self.rollout
     if not ExitRule(r.exit_threshold, r.exit_mode).adaptive: return
     check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")

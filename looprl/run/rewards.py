@@ -6,19 +6,17 @@ Docs: https://looprl.github.io/looprl/rewards.html.md"""
 
 # %% ../../nbs/06_rewards.ipynb #8d551b91
 from __future__ import annotations
-import ctypes, hashlib, importlib, importlib.util, inspect, logging, math, numbers, os, re, sys, threading, time
+import logging, math, re, threading, time
 from fractions import Fraction
-from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+from ..core.deadline import AnswerTimeout, deadline
 
 # %% auto #0
 __all__ = ['MAX_RESPONSE_CHARS', 'MAX_EXPR_CHARS', 'CLAUSE_CHARS', 'DEFAULT_TIMEOUT_S', 'MAX_EXPANSION_TERMS', 'REWARD_STATUSES',
-           'DEFAULT_REWARD', 'last_boxed', 'boxed_answers', 'phrase_answers', 'canonical', 'fast_compare', 'refusal',
-           'AnswerRead', 'read_answer', 'extract_answer', 'relation_refusal', 'stated_value', 'too_costly',
-           'AnswerTimeout', 'deadline', 'math_verify_equal', 'warm_up', 'RewardResult', 'compare_answer',
-           'math_reward_detail', 'math_reward', 'takes_tokens', 'load_reward', 'RewardError', 'score_completion',
-           'even_token_share', 'reward_identity']
+           'last_boxed', 'boxed_answers', 'phrase_answers', 'canonical', 'fast_compare', 'refusal', 'AnswerRead',
+           'read_answer', 'extract_answer', 'relation_refusal', 'stated_value', 'too_costly', 'math_verify_equal',
+           'warm_up', 'RewardResult', 'compare_answer', 'math_reward_detail', 'math_reward', 'even_token_share']
 
 # %% ../../nbs/06_rewards.ipynb #af6093a1
 MAX_RESPONSE_CHARS = 20_000   # tail of the response that is searched for the answer
@@ -300,90 +298,6 @@ def too_costly(expr: str) -> str | None:
         if _literal_product(arg) > 1000: return "factorial of a number larger than 1000"
     return None
 
-# %% ../../nbs/06_rewards.ipynb #2078792f
-class AnswerTimeout(BaseException):
-    "Raised inside a `deadline` block when its thread has used up its CPU time."
-
-_CAN_RAISE_ASYNC = hasattr(ctypes, "pythonapi") and hasattr(ctypes.pythonapi, "PyThreadState_SetAsyncExc")
-
-def _raise_in(thread_id: int) -> None:
-    "Make `AnswerTimeout` pending in thread `thread_id` (replacing one already pending there)."
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(AnswerTimeout))
-
-def _thread_cpu_clock() -> int | None:
-    "The id of this thread's CPU-time clock, None where the platform has none."
-    try: return time.pthread_getcpuclockid(threading.get_ident())
-    except (AttributeError, OSError): return None
-
-class _Watch:
-    "One thread's CPU-time budget, read from that thread's own clock."
-    def __init__(self, seconds: float, clock: int):
-        self.tid, self.clock, self.fired = threading.get_ident(), clock, False
-        self.end_cpu = time.clock_gettime(clock) + seconds
-
-    def due(self) -> bool:
-        try: return time.clock_gettime(self.clock) > self.end_cpu
-        except OSError: return False
-
-# %% ../../nbs/06_rewards.ipynb #834fd17e
-class _Watchdog:
-    "One daemon thread that raises `AnswerTimeout`, once, in each watched thread whose budget is spent."
-    period = 0.005
-    def __init__(self):
-        self.lock, self.wake, self.watches, self.thread, self.pid = threading.Lock(), threading.Event(), set(), None, os.getpid()
-
-    def watch(self, w: _Watch):
-        if self.pid != os.getpid(): self.__init__()          # a forked child: fresh lock and thread
-        with self.lock:
-            self.watches.add(w); self.wake.set()
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="looprl-reward-watchdog", daemon=True)
-                self.thread.start()
-
-    def unwatch(self, w: _Watch) -> bool:
-        "Stop watching `w`; True if the watchdog fired on it."
-        with self.lock:
-            self.watches.discard(w)
-            return w.fired
-
-    def _run(self):
-        while True:
-            self.wake.wait()
-            time.sleep(self.period)
-            with self.lock:
-                for w in [w for w in self.watches if w.due()]:
-                    self.watches.discard(w); w.fired = True
-                    _raise_in(w.tid)
-                if not self.watches: self.wake.clear()
-
-_WATCHDOG = _Watchdog()
-
-# %% ../../nbs/06_rewards.ipynb #9b75698c
-class deadline:
-    "Raise `AnswerTimeout` in this thread once it has used `seconds` of its own CPU time (no bound when None)."
-    def __init__(self, seconds: float | None):
-        self.seconds, self.w = seconds, None
-
-    def __enter__(self):
-        clock = _thread_cpu_clock() if self.seconds is not None and _CAN_RAISE_ASYNC else None
-        if clock is not None:
-            self.w = _Watch(self.seconds, clock)
-            _WATCHDOG.watch(self.w)
-        return self
-
-    def __exit__(self, *exc):
-        if self.w is None: return False
-        while True:                          # a pending AnswerTimeout may land in this very loop
-            try: fired = _WATCHDOG.unwatch(self.w); break
-            except AnswerTimeout: pass
-        if fired:                            # consume, never cancel (see above): set one on ourselves and raise it here
-            for _ in range(3):
-                try:
-                    _raise_in(self.w.tid)
-                    for _ in range(10_000_000): pass
-                except AnswerTimeout: break
-        return False
-
 # %% ../../nbs/06_rewards.ipynb #4942955c
 _MV_CONFIG = [LatexExtractionConfig(), ExprExtractionConfig()]
 _warm_lock, _warmed = threading.Lock(), False
@@ -479,84 +393,7 @@ def math_reward(response: str, label: str) -> float:
     "1.0 if `response` states one final answer, mathematically equal to `label`, else 0.0. Never raises."
     return math_reward_detail(response, label).value
 
-# %% ../../nbs/06_rewards.ipynb #ac8b7d5b
-DEFAULT_REWARD = "looprl.rewards:math_reward"
-
-def _reward_module(spec: str, where: str):
-    "The module part of `spec`: an importable module name, or a `.py` file loaded as its own module."
-    if not where.endswith(".py"):
-        try: return importlib.import_module(where)
-        except ModuleNotFoundError as e:
-            if e.name and (where == e.name or where.startswith(e.name + ".")): raise ValueError(f"reward {spec!r}: no module named {where!r} on sys.path") from None
-            raise ValueError(f"reward {spec!r}: importing {where!r} failed: {e}") from e
-        except Exception as e: raise ValueError(f"reward {spec!r}: importing {where!r} failed: {type(e).__name__}: {e}") from e
-    path = Path(where).expanduser().resolve()
-    if not path.is_file(): raise ValueError(f"reward {spec!r}: no file {str(path)!r}")
-    name = "looprl_reward_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    module = importlib.util.module_from_spec(file_spec := importlib.util.spec_from_file_location(name, path))
-    sys.modules[name] = module                      # as an import would (dataclasses and pickling look modules up there)
-    try: file_spec.loader.exec_module(module)
-    except Exception as e:
-        del sys.modules[name]
-        raise ValueError(f"reward {spec!r}: running {str(path)!r} failed: {type(e).__name__}: {e}") from e
-    return module
-
-# %% ../../nbs/06_rewards.ipynb #31f35e79
-def _name(fn) -> str: return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or type(fn).__name__}"
-
-def takes_tokens(fn: Callable) -> bool:
-    "Whether reward `fn` has a keyword parameter `tokens` (it is then called with `tokens=` the response's token ids)."
-    try: p = inspect.signature(fn).parameters.get("tokens")
-    except (TypeError, ValueError): return False
-    return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-
-def load_reward(spec: str) -> Callable:
-    "The reward function named by `spec` ('module:function' or 'path/to/file.py:function'); a ValueError names what is wrong."
-    where, _, attr = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
-    if not where or not attr: raise ValueError(f"reward {spec!r}: expected 'module:function' or 'path/to/file.py:function'")
-    fn = _reward_module(spec, where)
-    for part in attr.split("."):
-        if not hasattr(fn, part): raise ValueError(f"reward {spec!r}: {where!r} has no attribute {attr!r}")
-        fn = getattr(fn, part)
-    if not callable(fn): raise ValueError(f"reward {spec!r}: {attr!r} is not callable (type {type(fn).__name__})")
-    try: signature = inspect.signature(fn)
-    except (TypeError, ValueError): raise ValueError(f"reward {spec!r}: the signature of {_name(fn)} cannot be read") from None
-    try: signature.bind("response", "label", **({"tokens": [1]} if takes_tokens(fn) else {}))
-    except TypeError as e:
-        raise ValueError(f"reward {spec!r}: signature wrong: {_name(fn)}{signature} cannot be called as "
-                         f"fn(response, label){' with tokens=' if takes_tokens(fn) else ''} ({e})") from None
-    return fn
-
-# %% ../../nbs/06_rewards.ipynb #f19ba8c8
-class RewardError(ValueError):
-    "A reward function raised, or returned something that is not a reward; the message names the function."
-
-def score_completion(fn: Callable, response: str, label: str, tokens: Sequence[int]) -> RewardResult:
-    "Apply reward `fn` to one completion by the calling convention, and check what it returns."
-    if fn is math_reward or fn is math_reward_detail: return math_reward_detail(response, label)
-    kwargs = {"tokens": [int(t) for t in tokens]} if takes_tokens(fn) else {}
-    try: value = fn(response, label, **kwargs)
-    except Exception as e: raise RewardError(f"reward {_name(fn)} raised {type(e).__name__}: {e}") from e
-    try: ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value := float(value))
-    except (OverflowError, TypeError, ValueError): ok = False
-    if not ok: raise RewardError(f"reward {_name(fn)} returned {value!r:.80}; a reward is a finite float or int")
-    return RewardResult(value, "ok")
-
 # %% ../../nbs/06_rewards.ipynb #d5f41aff
 def even_token_share(response: str, label: str, tokens: Sequence[int]) -> float:
     "The fraction of the response's token ids that are even (0.0 for none): a reward random weights vary on."
     return sum(int(t) % 2 == 0 for t in tokens) / len(tokens) if len(tokens) else 0.0
-
-# %% ../../nbs/06_rewards.ipynb #a34897f6
-def _source_sha256(fn: Callable) -> str | None:
-    "SHA-256 of the file that defines `fn` (or, for a callable object, its class), None when there is none."
-    fn = inspect.unwrap(fn)
-    for obj in (fn, type(fn)):
-        try: path = inspect.getsourcefile(obj)
-        except TypeError: continue
-        if path and os.path.isfile(path): return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return None
-
-def reward_identity(spec: str) -> dict:
-    "What a run contract records about reward `spec`: the spec and the SHA-256 of its function's source file."
-    return {"spec": spec, "source_sha256": _source_sha256(load_reward(spec))}

@@ -10,7 +10,8 @@ import json, os
 from pathlib import Path
 import torch
 from ..model.config import load_config
-from ..training.trainer import TrainSettings, build_trainer
+from ..training.trainer import build_trainer
+from ..training.settings import TrainSettings
 from ..core.state import save_trainer_state, fault_point, seed_everything
 from ..model.hf import write_tensors
 from ..core.atomic import atomic_dir
@@ -18,10 +19,9 @@ from ..rollout.records import Request, Completion, Rollout
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['TRANSPORTS', 'RAY_START_ATTEMPTS', 'TRAINER_PROCESSES_PLACES', 'nested_state_digest', 'TrainerWorker', 'EngineWorker',
-           'pack_tensors', 'unpack_tensors', 'free_port', 'WeightLink', 'Call', 'WorkerHandle', 'TrainerHandle',
-           'EngineHandle', 'MemoryTransport', 'DiskTransport', 'NcclTransport', 'start_ray', 'PlacementError',
-           'rank_cpus', 'Placement', 'TrainerRank', 'MegatronRank', 'TrainerGroup']
+__all__ = ['TRANSPORTS', 'nested_state_digest', 'TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port',
+           'WeightLink', 'Call', 'WorkerHandle', 'TrainerHandle', 'EngineHandle', 'MemoryTransport', 'DiskTransport',
+           'NcclTransport', 'TrainerRank', 'MegatronRank', 'TrainerGroup']
 
 # %% ../../nbs/10_workers.ipynb #b6d5120a
 def nested_state_digest(state) -> str:
@@ -247,86 +247,6 @@ class NcclTransport(MemoryTransport):
 
 TRANSPORTS = {"memory": MemoryTransport, "disk": DiskTransport, "nccl": NcclTransport}
 
-# %% ../../nbs/10_workers.ipynb #db3bffa1
-RAY_START_ATTEMPTS = 3          # Ray waits a fixed 30 s for its own node to start; a loaded machine can need longer
-
-def start_ray(address: str | None = None, attempts: int = RAY_START_ATTEMPTS):
-    "`ray.init` for a placement; a local node that timed out during its start is shut down and started again."
-    import ray
-    for attempt in range(1, attempts + 1):
-        try: return ray.init(address=address, include_dashboard=False, log_to_driver=True, configure_logging=False)
-        except Exception as e:
-            if address is not None or "timed out during startup" not in str(e) or attempt == attempts: raise
-            ray.shutdown()
-
-# %% ../../nbs/10_workers.ipynb #d35844d3
-class PlacementError(ValueError):
-    "Workers that cannot be placed as asked (too few GPUs in the cluster); the message says what is missing."
-
-TRAINER_PROCESSES_PLACES = ("--trainer-processes: several trainer processes run as spawned CPU processes (--device cpu --workers local) "
-                            "or as Ray actors (--workers ray; one GPU each with --device cuda), and publish through --transport memory or disk")
-
-def rank_cpus(cluster_cpus: float, processes: int, engine_cpus: float = 1) -> float:
-    "The CPUs Ray reserves for each trainer rank: one, or an equal share (in hundredths) of what the engine leaves."
-    share = int((cluster_cpus - engine_cpus) / processes * 100) / 100
-    if share <= 0: raise PlacementError(f"--trainer-processes: the Ray cluster has {cluster_cpus:g} CPUs; the engine takes {engine_cpus:g} "
-                                        f"and leaves none for {processes} trainer processes")
-    return min(1.0, share)
-
-# %% ../../nbs/10_workers.ipynb #cc545438
-class Placement:
-    "The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`)."
-    def __init__(self, mode: str, trainer_kwargs: dict, engine_kwargs: dict, use_gpus: bool = False,
-                 ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory",
-                 trainer_processes: int = 1, tensor_parallel: int = 1):
-        self.mode, self.group, N = mode, None, trainer_processes
-        if transport == "nccl" and (mode != "ray" or not use_gpus):
-            raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
-        if N > 1 and (transport == "nccl" or (use_gpus and mode != "ray")): raise PlacementError(TRAINER_PROCESSES_PLACES)
-        if mode == "local":                # several trainer processes: one gloo group, called by the handle like one worker
-            trainer = TrainerGroup(N, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars) if N > 1 else TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
-            self.group = trainer if N > 1 else None
-            self._handles(trainer, EngineWorker(**engine_kwargs), transport, False, False)
-            return
-        import ray
-        self.owns_ray = not ray.is_initialized()
-        if self.owns_ray: start_ray(ray_address)
-        gpu = 1 if use_gpus else 0
-        have, cpus = ray.cluster_resources().get("GPU", 0), ray.cluster_resources().get("CPU", 0)
-        if use_gpus and have < N + 1:
-            if self.owns_ray: ray.shutdown()
-            raise PlacementError(f"--device cuda: the Ray cluster has {have:g} GPUs; the engine and {'the trainer' if N == 1 else f'each of the {N} trainer processes'} "
-                                 f"need one each{' (--workers local runs both on one GPU)' if N == 1 else ''}")
-        E = ray.remote(num_cpus=1, num_gpus=gpu)(EngineWorker)
-        env = {"env_vars": {k: str(v) for k, v in (train_env_vars or {}).items()}} if train_env_vars else None
-        if N > 1:
-            self.group = TrainerGroup(N, tensor_parallel, ray_actors=True, num_cpus=rank_cpus(cpus, N), num_gpus=gpu, runtime_env=env,
-                                      **trainer_kwargs, env_vars=train_env_vars)
-            engine = E.remote(**engine_kwargs); ray.get(engine.ready.remote())
-            self._handles(self.group, engine, transport, False, True)
-            return
-        T = ray.remote(num_cpus=1, num_gpus=gpu)(TrainerWorker)
-        trainer = (T.options(runtime_env=env) if env else T).remote(**trainer_kwargs, env_vars=train_env_vars)
-        engine = E.remote(**engine_kwargs)
-        ray.get([trainer.ready.remote(), engine.ready.remote()])
-        if transport == "nccl":
-            port = free_port()
-            ray.get([trainer.open_link.remote(port), engine.open_link.remote(port)])
-        self._handles(trainer, engine, transport, True, True)
-
-    def _handles(self, trainer, engine, transport: str, trainer_ray: bool, engine_ray: bool):
-        self.trainer, self.engine = TrainerHandle(trainer, trainer_ray), EngineHandle(engine, engine_ray)
-        self.transport = TRANSPORTS[transport](self.trainer, self.engine, same_process=not (trainer_ray or engine_ray))
-
-    def shutdown(self):
-        if self.group is not None: self.group.close()
-        if self.mode == "local": self.engine.worker.close()
-        if self.mode == "ray":
-            import ray
-            for h in (self.trainer, self.engine):
-                if h.ray_actor: ray.kill(h.worker)
-            if self.owns_ray: ray.shutdown()
-
 # %% ../../nbs/10_workers.ipynb #bcafe65d
 from ..core.state import save_rank_state, load_rank_state
 
@@ -377,7 +297,7 @@ class MegatronRank(TrainerWorker):
     collective (gathering a tensor-parallel model, saving its shards); rank 0's result is the group's."""
     def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
                  seed: int = 0, tensor_parallel: int = 1):
-        from looprl.training.distributed import rank_device
+        from looprl.training.ranks import rank_device
         from looprl.training.megatron_trainer import build_megatron_trainer
         os.environ.update(env_vars or {})
         self.model_dir, self.rank = model_dir, rank
@@ -396,12 +316,12 @@ class MegatronRank(TrainerWorker):
 class TrainerGroup:
     """N trainer processes behind the methods of one `TrainerWorker`, for `TrainerHandle` (`TrainerRank`s, or
     `MegatronRank`s for the Megatron backend): each call runs on every rank and returns rank 0's result. The ranks are
-    spawned processes on this host (`distributed.RankGroup`) or Ray actors with `num_cpus`, `num_gpus` and
-    `runtime_env` each (`ray_actors`: `distributed.RayRankGroup`); gloo on the CPU, NCCL with `device='cuda'` (one GPU
+    spawned processes on this host (`ranks.RankGroup`) or Ray actors with `num_cpus`, `num_gpus` and
+    `runtime_env` each (`ray_actors`: `ranks.RayRankGroup`); gloo on the CPU, NCCL with `device='cuda'` (one GPU
     per rank)."""
     def __init__(self, processes: int, tensor_parallel: int = 1, ray_actors: bool = False, num_cpus: float = 1, num_gpus: float = 0,
                  runtime_env: dict | None = None, **trainer_kwargs):
-        from looprl.training.distributed import RankGroup, RayRankGroup
+        from looprl.training.ranks import RankGroup, RayRankGroup
         threads = trainer_kwargs["settings"].threads or 1
         kw = dict(tensor_parallel=tensor_parallel, threads=threads, backend="nccl" if trainer_kwargs.get("device") == "cuda" else "gloo")
         if ray_actors: kw.update(num_cpus=num_cpus, num_gpus=num_gpus, runtime_env=runtime_env)

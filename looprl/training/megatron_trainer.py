@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/megatron_trainer.html.md"""
 
 # %% ../../nbs/08e_megatron_trainer.ipynb #500aaac4
 from __future__ import annotations
-import atexit, dataclasses
+import atexit
 from dataclasses import asdict
 from pathlib import Path
 import torch
@@ -14,9 +14,12 @@ from fastcore.basics import patch
 from ..model.config import LoopedConfig
 from ..model.hf import load_into, state_digest
 from ..model.models import build_model
-from .distributed import leave_group, rank_share
+from .distributed import rank_share
+from .ranks import leave_group
 from ..core.state import MEGATRON_STATE, restore, left_fresh, save_trainer_state, load_trainer_state
-from .trainer import Trainer, TrainSettings, ScalerState, WarmupThenConstant, native_start, state_copy
+from .trainer import Trainer, native_start
+from .settings import TrainSettings
+from .learner import ScalerState, WarmupThenConstant, state_copy
 
 # %% auto #0
 __all__ = ['MASTERS', 'megatron_optimizer_fields', 'MegatronLearner', 'MegatronTrainer', 'build_megatron_trainer']

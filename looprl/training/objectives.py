@@ -6,7 +6,6 @@ Docs: https://looprl.github.io/looprl/objectives.html.md"""
 
 # %% ../../nbs/07_objectives.ipynb #60e41da6
 from __future__ import annotations
-import math
 import torch
 from ..rollout.sampling import chunked_logsumexp, selected_logprobs, vocab_spans
 

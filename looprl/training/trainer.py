@@ -6,213 +6,23 @@ Docs: https://looprl.github.io/looprl/trainer.html.md"""
 
 # %% ../../nbs/08_trainer.ipynb #927dce84
 from __future__ import annotations
-import math, time
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 import torch
 from ..model.config import LoopedConfig
-from ..model.models import LoopedLM, build_model, recompute
+from ..model.models import LoopedLM, build_model
 from ..model.hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
-from ..core.state import restore, save_trainer_state, load_trainer_state
+from ..core.state import save_trainer_state, load_trainer_state
 from ..rollout.records import Rollout
 from ..rollout.exits import replay_exits, exit_metrics
 from fastcore.basics import patch
+from .settings import TrainSettings
+from .learner import Learner
 
 # %% auto #0
-__all__ = ['ALGORITHMS', 'TRAIN_CHOICES', 'TrainSettings', 'Learner', 'ScalerState', 'state_copy', 'WarmupThenConstant',
-           'SequenceBatch', 'replay_latents', 'response_hidden', 'response_logits', 'response_logprobs',
-           'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics', 'native_start', 'build_trainer']
-
-# %% ../../nbs/08_trainer.ipynb #3cbe21c1
-ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
-
-@dataclass
-class TrainSettings:
-    "What training computes: the objective, the optimizer, the precision and the learners' limits."
-    algorithm: str = "ppo"              # objective: ppo, grpo, dppo or flow-dppo
-    precision: str | None = None        # fp16 (FP16 weights, FP32 masters and gradients, loss scale) or fp32; default: the family's on a GPU (fp16 Huginn), fp32 on the CPU
-    optimizer: str = "adamw"            # adamw or sgd
-    lr: float = 5e-5                    # learning rate after warm-up
-    momentum: float = 0.0               # SGD momentum
-    weight_decay: float = 0.0           # decoupled weight decay
-    betas: tuple = (0.9, 0.999)         # AdamW's moment decays
-    grad_clip: float = 1.0              # global gradient-norm clip
-    loss_scale: float = 128.0           # fixed FP16 loss scale
-    micro_batch_size: int = 16          # sequences per forward/backward
-    recompute: bool = False             # checkpoint activations per physical block
-    clip_low: float = 0.2               # PPO ratio clip below 1
-    clip_high: float = 0.2              # PPO ratio clip above 1
-    value_clip: float = 0.2             # critic value clip
-    gamma: float = 1.0                  # GAE discount γ
-    lam: float = 0.95                   # GAE λ
-    dppo_w_low: float = 0.5             # Decoupled PPO: behaviour correction clamped below
-    dppo_w_high: float = 2.0            # Decoupled PPO: behaviour correction clamped above
-    flow_budget: float = 0.01           # Flow-DPPO: full-vocabulary KL budget of the gate
-    kl_chunk_size: int = 8192           # rows per chunk of the full-vocabulary log-softmax
-    loss_agg: str = "seq-mean-token-mean"  # loss aggregation: seq-mean-token-mean or token-mean
-    normalize_advantages: bool = True   # normalise advantages over the rollout
-    warmup_steps: int = 10              # linear learning-rate warm-up, in optimizer steps
-    minibatches: int = 2                # optimizer steps per rollout, over disjoint parts (Flow-DPPO: its 2 halves)
-    entropy_coef: float = 0.0           # entropy bonus coefficient
-    max_skipped_steps: int = 8          # stop after this many consecutive skipped (overflowing) FP16 steps
-    threads: int = 1                    # torch threads per worker on the CPU
-    backend: str = "torch"              # trainer backend: torch, or megatron (Megatron-core's models and optimizer; CUDA)
-    distributed_optimizer: bool = False # megatron with adamw: Megatron's distributed optimizer (masters and moments sharded)
-    full_backprop: bool = False         # backpropagate through every loop (HRM-Text: also the L cycles L_bp_cycles skips)
-
-    @property
-    def use_critic(self): return self.algorithm != "grpo"
-    @property
-    def steps_per_rollout(self): return self.minibatches
-    @property
-    def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
-
-# %% ../../nbs/08_trainer.ipynb #32dd5692
-TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"), backend=("torch", "megatron"),
-                     loss_agg=("seq-mean-token-mean", "token-mean"))
-_POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
-_NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
-_COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
-
-def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-@patch
-def validate(self: TrainSettings) -> TrainSettings:
-    "Refuse impossible settings with a message naming the field."
-    for k, allowed in TRAIN_CHOICES.items():
-        if getattr(self, k) not in allowed: raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(str(a) for a in allowed if a)}")
-    for k in _POSITIVE:
-        if not (_finite(getattr(self, k)) and getattr(self, k) > 0): raise ValueError(f"{k}: must be a finite number > 0, got {getattr(self, k)!r}")
-    for k in _NON_NEGATIVE:
-        if not (_finite(getattr(self, k)) and getattr(self, k) >= 0): raise ValueError(f"{k}: must be a finite number ≥ 0, got {getattr(self, k)!r}")
-    for k, lo in _COUNTS.items():
-        v = getattr(self, k)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{k}: must be an int ≥ {lo}, got {v!r}")
-    if not self.clip_low < 1: raise ValueError(f"clip_low: must be < 1, got {self.clip_low!r}")
-    if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high: raise ValueError(f"dppo_w_low, dppo_w_high: need 0 < low ≤ 1 ≤ high, got {self.dppo_w_low}, {self.dppo_w_high}")
-    for k in ("gamma", "lam"):
-        if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1): raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
-    b = self.betas
-    if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
-    for k in ("recompute", "normalize_advantages", "distributed_optimizer", "full_backprop"):
-        if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
-    if self.distributed_optimizer and self.backend != "megatron": raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
-    if self.distributed_optimizer and self.optimizer != "adamw":
-        raise ValueError(f"distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")
-    m = self.minibatches
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1: raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
-    if self.algorithm == "flow-dppo" and m != 2: raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
-    return self
-
-# %% ../../nbs/08_trainer.ipynb #daf43ad0
-class Learner:
-    "A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss scale, or fp32)."
-    def __init__(self, model: LoopedLM, s: TrainSettings):
-        self.s, self.model = s, model
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        if s.precision == "fp16":
-            self.master = [p.detach().float().clone().requires_grad_(True) for p in self.params]
-            model.half()
-            self.scale = s.loss_scale
-        else:
-            model.float()
-            self.master, self.scale = None, 1.0
-        self.opt_params = self.master if self.master is not None else self.params
-        if s.optimizer == "sgd":
-            self.opt = torch.optim.SGD(self.opt_params, lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay)
-        else:
-            self.opt = torch.optim.AdamW(self.opt_params, lr=s.lr, betas=tuple(s.betas), weight_decay=s.weight_decay)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, WarmupThenConstant(s.warmup_steps))
-        self.steps = self.skipped_steps = self.consecutive_skips = 0
-
-    def zero_grad(self):
-        for p in self.params: p.grad = None
-        for p in self.opt_params: p.grad = None
-
-# %% ../../nbs/08_trainer.ipynb #1ea40001
-@patch
-def backward(self: Learner, loss):
-    "Backward of `loss × scale`; in fp16 the gradients are moved into FP32 accumulators right away."
-    (loss * self.scale).backward()
-    if self.master is not None:
-        for p, m in zip(self.params, self.master):
-            if p.grad is None: continue
-            g = p.grad.float()
-            m.grad = g if m.grad is None else m.grad.add_(g)
-            p.grad = None
-
-@patch
-@torch.no_grad()
-def step(self: Learner) -> dict:
-    "Unscale, skip on overflow (counted), clip, step, copy masters back. Returns step metrics."
-    grads = [p.grad for p in self.opt_params if p.grad is not None]
-    if self.scale != 1.0:
-        for g in grads: g.div_(self.scale)
-    if not all(bool(torch.isfinite(g).all()) for g in grads):
-        self.skipped_steps += 1; self.consecutive_skips += 1
-        self.zero_grad()
-        return dict(skipped=1, grad_norm=float("nan"), lr=self.sched.get_last_lr()[0])
-    lr = self.sched.get_last_lr()[0]
-    norm = torch.nn.utils.clip_grad_norm_(self.opt_params, self.s.grad_clip) if grads else torch.tensor(0.)
-    self.opt.step(); self.sched.step(); self.steps += 1; self.consecutive_skips = 0
-    if self.master is not None:
-        for p, m in zip(self.params, self.master): p.copy_(m)
-    self.zero_grad()
-    return dict(skipped=0, grad_norm=float(norm), lr=lr)
-
-# %% ../../nbs/08_trainer.ipynb #a7c3e001
-@dataclass
-class ScalerState:
-    "A learner's loss scale and step counters: its `scaler` entry in a checkpoint (the three learners share it)."
-    scale: float
-    steps: int
-    skipped_steps: int
-    consecutive_skips: int
-
-    @classmethod
-    def of(cls, learner) -> "ScalerState": return cls(*(getattr(learner, f.name) for f in fields(cls)))
-    def apply(self, learner):
-        "Set the learner's scale and counters to these."
-        for f in fields(self): setattr(learner, f.name, getattr(self, f.name))
-
-# %% ../../nbs/08_trainer.ipynb #1ea40002
-@patch
-def state_dict(self: Learner) -> dict:
-    "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
-    trained = {id(p) for p in self.params} if self.master is not None else set()
-    sd = self.model.state_dict(keep_vars=True)
-    return dict(model={k: v.detach().clone() for k, v in sd.items() if id(v) not in trained},
-                master=None if self.master is None else [m.detach().clone() for m in self.master],
-                optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
-                scaler=asdict(ScalerState.of(self)))
-
-@patch
-@torch.no_grad()
-def load_state_dict(self: Learner, d: dict, role: str = "actor"):
-    "Continue from `d`, each part through the `state.restore` gate (the one place tests can leave a part fresh)."
-    def weights():
-        self.model.load_state_dict(d["model"], strict=self.master is None)
-        for p, v in zip(self.params if self.master is not None else (), d["master"] or ()): p.copy_(v)
-    restore({role: weights, "master": lambda: [m.copy_(v) for m, v in zip(self.master or (), d["master"] or ())],
-             "optimizer": lambda: self.opt.load_state_dict(d["optimizer"]),
-             "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
-             "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
-
-# %% ../../nbs/08_trainer.ipynb #4959ccb0
-def state_copy(x):
-    "A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this rank's local shard."
-    if hasattr(x, "to_local"): return x.to_local().detach().clone()
-    if isinstance(x, torch.Tensor): return x.detach().clone()
-    if isinstance(x, dict): return {k: state_copy(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(state_copy(v) for v in x)
-    return x
-
-# %% ../../nbs/08_trainer.ipynb #1ea40003
-class WarmupThenConstant:
-    "LR factor: linear warm-up over `warmup` optimizer steps, then 1 (picklable, so the scheduler's state saves)."
-    def __init__(self, warmup: int): self.warmup = warmup
-    def __call__(self, step: int) -> float: return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
+__all__ = ['SequenceBatch', 'replay_latents', 'response_hidden', 'response_logits', 'response_logprobs', 'response_values',
+           'Trainer', 'rollout_parts', 'merge_step_metrics', 'native_start', 'build_trainer']
 
 # %% ../../nbs/08_trainer.ipynb #808b48e6
 @dataclass
