@@ -16,7 +16,7 @@ from .model.hf import load_checkpoint, CheckpointError
 from .model.latents import check_trace
 from .core.precision import PRECISIONS, dtype_name
 from .rollout.engine import Engine, Request, Completion, PublicationError
-from .rollout.engines import engine_class
+from .rollout.engines import ENGINES, engine_class
 from .training.trainer import SequenceBatch, response_logprobs
 from .rollout.records import Rollout
 from .rollout.exits import ExitRule, check_exit_rule, exit_contract, replay_exits
@@ -50,15 +50,16 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
     if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
     if device not in ("cpu", "cuda"): raise UsageError(f"--device must be cpu or cuda, got {device!r}")
+    try: rule = check_exit_rule(exit_threshold, exit_mode, "--")
+    except ValueError as e: raise UsageError(str(e).replace("_", "-", 1)) from None
+    if rule.adaptive and engine in ENGINES and engine != "native":       # refused before vLLM is looked for
+        raise UsageError(f"--exit-threshold/--exit-mode: the {engine} engine runs every loop; use --engine native")
     make = engine_class(engine, device)
     if device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device is available")
     if samples < 1 or max_new_tokens < 1: raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
     dt, cfg = PRECISIONS[dtype], load_config(path)
-    try: rule = check_exit_rule(exit_threshold, exit_mode, "--")
-    except ValueError as e: raise UsageError(str(e).replace("_", "-", 1)) from None
     exit_contract(rule.threshold, rule.mode, cfg.family)             # Ouro only
-    if rule.adaptive and engine != "native": raise UsageError(f"--exit-threshold/--exit-mode: the {engine} engine runs every loop")
     g = torch.Generator().manual_seed(seed)
     stop = tuple(cfg.eos_token_ids)
     allowed = torch.tensor([i for i in range(cfg.vocab_size) if i not in stop])

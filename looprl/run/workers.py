@@ -16,6 +16,7 @@ from ..core.state import save_trainer_state, fault_point, seed_everything
 from ..model.hf import write_tensors
 from ..core.atomic import atomic_dir
 from ..rollout.records import Request, Completion, Rollout
+from ..model.latents import TraceMismatch
 from fastcore.basics import patch
 
 # %% auto #0
@@ -290,6 +291,15 @@ class TrainerRank(TrainerWorker):
         state = self.trainer.full_state()                     # a collective: every rank gathers
         return nested_state_digest(state) if self.rank == 0 else None
 
+# %% ../../nbs/10_workers.ipynb #5e1c7a20
+@patch
+def train(self: TrainerRank, rollout: Rollout, group_size: int):
+    """A rollout the trainer refuses (`latents.TraceMismatch`: recorded exit depths its replay does not give) comes
+    back as the error: every rank replays every row, so all ranks refuse it in the same forward, the group stays up,
+    and `TrainerGroup.train` raises it in the driver, which refuses it as it refuses one process's (`looprl.run.loop`)."""
+    try: return self.trainer.train(rollout, group_size)
+    except TraceMismatch as e: return e
+
 # %% ../../nbs/10_workers.ipynb #eba6738e
 class MegatronRank(TrainerWorker):
     """One of the trainer processes of `--backend megatron --trainer-processes N`: its part of a
@@ -333,7 +343,10 @@ class TrainerGroup:
     def device(self): return self._all("device")
     def publication(self, on_device: bool = False) -> dict: return self._all("publication", False)
     def publish_to_disk(self, path: str) -> str: return self._all("publish_to_disk", path)
-    def train(self, rollout: Rollout, group_size: int) -> dict: return self._all("train", rollout, group_size)
+    def train(self, rollout: Rollout, group_size: int) -> dict:
+        res = self._all("train", rollout, group_size)
+        if isinstance(res, TraceMismatch): raise TraceMismatch(str(res))     # refused by the ranks (`TrainerRank.train`)
+        return res
     def export_policy(self, path: str): return self._all("export_policy", path)
     def save(self, d: str): return self._all("save", d)
     def load(self, d: str): return self._all("load", d)
