@@ -357,6 +357,13 @@ def test_decode_bytes_reproduce_the_h200_anchor_bounds():
     assert b["weights"] > 2 * layers and b["kv"] == 2 * 44 * 8 * 100 * 128 * 4
 
 
+def test_decode_bytes_count_every_run_of_hrm_texts_stacks():
+    "An H cycle runs the L stack L_cycles (3) times and the H stack once: one decode step reads 8 stack runs, not 4."
+    h = build_model(real_config("hrm-text-1b"), device="meta", dtype=torch.float16)
+    stack = 16 * (5 * 1536 * 1536 + 3 * 1536 * 4096)
+    assert decode_bytes(h, 1, 256)["weights"] == 2 * (2 * (3 + 1) * stack + 65536 * 1536 + 1536)    # FP16
+
+
 def test_published_rope_table_is_the_revisions(ckpts):
     "freqs_cis is checked against the CPU table of the config and copied in, whatever the model's own buffer held."
     from looprl.model.families.huginn import huginn_freqs_cis

@@ -10,13 +10,13 @@ import json, statistics, time
 from pathlib import Path
 import torch
 from ..model.config import load_config, preset_config
-from ..model.models import build_model, init_weights, KVCache, LoopedLM
+from ..model.models import build_model, init_weights, looped_reads, KVCache, LoopedLM
 from ..model import kernels as K
 from ..rollout.engine import Engine
 
 # %% auto #0
-__all__ = ['decode_bytes', 'decode_inputs', 'decode_step_times', 'bench_rollout', 'profile_decode', 'bench_matmuls',
-           'hash_tokens', 'bench_rollout_engines']
+__all__ = ['decode_bytes', 'weight_reads', 'decode_inputs', 'decode_step_times', 'bench_rollout', 'profile_decode',
+           'bench_matmuls', 'hash_tokens', 'bench_rollout_engines']
 
 # %% ../../nbs/14b_bench_rollout.ipynb #26a42490
 def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
@@ -25,9 +25,28 @@ def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
     nb = lambda mods: sum(p.numel() * p.element_size() for m in mods for p in m.parameters())
     rows = groups["rows"]                                   # an embedding of which only the looked-up rows are read
     once = nb(groups["once"]) + (batch * cfg.hidden_size * rows.weight.element_size() if rows is not None else 0)
-    loop = nb(groups["looped"])
+    loop = looped_reads(model, lambda p: p.numel() * p.element_size())
     el = next(model.parameters()).dtype
     return dict(weights=once + cfg.depth * loop, kv=KVCache.nbytes_for(cfg, batch, context, el))
+
+# %% ../../nbs/14b_bench_rollout.ipynb #b7e1a002
+def weight_reads(model: LoopedLM, batch: int = 2) -> dict:
+    """Weight elements one forward of one token per row reads, seen by hooks on every module holding parameters:
+    `full`, each call's own parameters (a module run n times counts n times); `rows`, the rows embeddings look up."""
+    out = dict(full=0, rows=0)
+    def seen(mod, args):
+        if isinstance(mod, torch.nn.Embedding): out["rows"] += args[0].numel() * mod.embedding_dim
+        else: out["full"] += sum(p.numel() for p in mod.parameters(recurse=False))
+    mods = [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
+    hooks = [m.register_forward_pre_hook(seen) for m in mods]
+    p = next(model.parameters())
+    ids = torch.randint(3, model.cfg.vocab_size, (batch, 1), generator=torch.Generator().manual_seed(0)).to(p.device)
+    lat = torch.zeros(batch, 1, model.cfg.hidden_size, dtype=p.dtype, device=p.device) if model.latent_profile else None
+    try:
+        with torch.no_grad(): model.logits(model(ids, latents=lat))
+    finally:
+        for h in hooks: h.remove()
+    return out
 
 # %% ../../nbs/14b_bench_rollout.ipynb #2ca47484
 def _median_ms(fn, warmup: int, iters: int, sync) -> float:

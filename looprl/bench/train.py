@@ -17,11 +17,11 @@ __all__ = ['TRAINERS', 'model_flops_per_token', 'ShardedTrainBench', 'bench_trai
 # %% ../../nbs/14c_bench_train.ipynb #8e644a60
 def model_flops_per_token(cfg, seq_len: int) -> float:
     "Training FLOPs per token (forward + backward = 3 × forward) of one pass over a looped model."
-    from looprl.model.models import build_model
+    from looprl.model.models import build_model, looped_reads
     m = build_model(cfg, device="meta")
     n = lambda mods: sum(p.numel() for mod in mods for p in mod.parameters())
     groups = m.weight_groups()            # the head is in `once`; an embedding read by row does no product
-    per_tok = n(groups["once"]) + cfg.depth * n(groups["looped"])
+    per_tok = n(groups["once"]) + cfg.depth * looped_reads(m)
     attn = 2 * 2 * cfg.kv_planes * cfg.n_heads * cfg.head_dim * seq_len / 2   # QK^T and AV over a causal half
     return 3 * (2 * per_tok + attn)
 

@@ -18,7 +18,7 @@ from . import kernels as K
 # %% auto #0
 __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
            'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention', 'LlamaAttention', 'GatedMLP', 'LlamaBlock',
-           'LoopedLM', 'param_count', 'LoopedDecoder', 'build_model', 'init_weights', 'recompute']
+           'LoopedLM', 'param_count', 'looped_reads', 'LoopedDecoder', 'build_model', 'init_weights', 'recompute']
 
 # %% ../../nbs/02_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -301,13 +301,20 @@ def sequence_states(self: LoopedLM, seeds: list, lengths: list, dtype, device):
 
 @patch
 def weight_groups(self: LoopedLM) -> dict:
-    "Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or None)."
+    """Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or
+    None) and, optionally, `reads`: how many times one loop runs each `looped` module (1 each if absent)."""
     raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
 
 # %% ../../nbs/02_models.ipynb #9a8b0002
 def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
+
+def looped_reads(model: LoopedLM, size=lambda p: p.numel()) -> int:
+    "Σ `size(p)` over the weights one loop reads: each `looped` module's parameters as often as the loop runs it."
+    g = model.weight_groups()
+    runs = zip(g["looped"], g.get("reads", [1] * len(g["looped"])), strict=True)
+    return sum(k * size(p) for mod, k in runs if mod is not None for p in mod.parameters())
 
 # %% ../../nbs/02_models.ipynb #dac2aa0e
 class LoopedDecoder(LoopedLM):

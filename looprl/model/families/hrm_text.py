@@ -168,9 +168,9 @@ def _stack(self: HrmTextLM, stack, x, ctx, first_plane: int):
 
 @patch
 def weight_groups(self: HrmTextLM):
-    m = self.model
+    m = self.model                      # an H cycle runs the L stack L_cycles times and the H stack once
     return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.L_module, m.H_module],
-                rows=m.embed_tokens)
+                reads=[self.shape["L_cycles"], 1], rows=m.embed_tokens)
 
 # %% ../../../nbs/02e_hrm_text.ipynb #e2a0001c
 FAMILY = Family(name="hrm_text", parse=hrm_text_fields, provider=HrmTextLM, depth_key="H_cycles",
