@@ -267,11 +267,11 @@ def test_verify_stdout_is_json_alone(tmp_path):
 
 
 def test_gpu_digest_notebook_in_triton_interpreter():
-    """The GPU digest chapter's Triton-interpreter check (nbs/03d_gpu_digest.ipynb) runs only where Triton imports: in CI
+    """The GPU digest chapter's Triton-interpreter check (nbs/00f_gpu_digest.ipynb) runs only where Triton imports: in CI
     that is this environment (vLLM brings Triton). The chapter runs through nbdev's test runner in a fresh process."""
     from looprl.core import gpu_digest
     assert gpu_digest.triton is not None, "the vLLM environment has Triton: the chapter's interpreter check must run here"
-    nb = ROOT / "nbs" / "03d_gpu_digest.ipynb"
+    nb = ROOT / "nbs" / "00f_gpu_digest.ipynb"
     r = subprocess.run([sys.executable, "-c", "import sys; from nbdev.test import test_nb; ok, _ = test_nb(sys.argv[1]); sys.exit(0 if ok else 1)",
                         str(nb)], capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
