@@ -39,6 +39,7 @@ def resume_matrix(pairs: dict, ax=None):
     ax.set_title("resume equality: stopped + resumed vs uninterrupted")
     return reports
 
+# %% ../nbs/05h_plots.ipynb #bc7a2d81
 def reward_and_parity(runs: dict, axes=None):
     "Mean reward and log-prob parity (max and mean |Δ|) per update for {label: run}."
     axes = axes if axes is not None else plt.subplots(1, 2, figsize=(10, 3.2))[1]
@@ -64,6 +65,7 @@ def reward_curve(run, window: int = 5, ax=None):
     ax.legend(fontsize=8)
     return ax
 
+# %% ../nbs/05h_plots.ipynb #8a91680f
 def decode_timing(rows: list[dict], ax=None, title: str = "decode step"):
     "Decode step time per batch size: eager, CUDA graph and the memory-bandwidth bound (rows of `bench rollout`)."
     ax = ax or plt.subplots(figsize=(6, 3.2))[1]
@@ -139,6 +141,7 @@ def reward_figure(runs, window: int = 10):
     ax.set(xlabel="update", ylabel="mean reward", title=f"training reward (moving mean of {window})"); ax.legend(fontsize=7)
     return fig
 
+# %% ../nbs/05h_plots.ipynb #c462fe2a
 def heldout_figure(runs):
     "Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run; ends of earlier segments as open markers."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -163,6 +166,7 @@ def heldout_figure(runs):
 
 PARITY_FLOOR = 1e-12
 
+# %% ../nbs/05h_plots.ipynb #a67bd5bd
 def parity_figure(runs):
     "Max and mean |Δ log-prob| between the engine and the trainer's replay, per update; exact zeros on a labelled floor."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -193,6 +197,7 @@ def timing_figure(runs):
 
 FIGURES = {"reward": reward_figure, "heldout": heldout_figure, "parity": parity_figure, "timing": timing_figure}
 
+# %% ../nbs/05h_plots.ipynb #532d5830
 def run_figures(runs, out) -> list[Path]:
     "Write one PNG per figure of FIGURES for `runs` into `out`; returns the paths."
     runs = [Path(r) for r in runs]

@@ -42,6 +42,7 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
     if dtype != torch.float32: return 0.03
     return 3e-6 if torch.device(device).type == "cpu" else 1.5e-5
 
+# %% ../nbs/05e_verify.ipynb #e824e9ae
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
                       seed: int = 0, temperature: float = 1.0, engine: str = "native", exit_threshold: float = 1.0,
                       exit_mode: str = "threshold") -> dict:

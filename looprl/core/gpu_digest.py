@@ -179,6 +179,7 @@ if triton is not None:
 
 # %% ../../nbs/00f_gpu_digest.ipynb #8878bf59
 _KH: dict[str, torch.Tensor] = {}
+
 _CHECKED: set[str] = set()
 
 def _interpreting() -> bool: return os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -207,6 +208,7 @@ def _launch(tensors: Mapping[str, torch.Tensor], device: torch.device, block: in
         digests[name] = [raw[32 * j:32 * j + 32] for j in range(i, i + c)]; i += c
     return digests
 
+# %% ../../nbs/00f_gpu_digest.ipynb #703244d1
 def _self_check(device: torch.device, lanes: int):
     "Hash a few buffers hashlib knows on `device`, once per device; refuse a kernel that disagrees."
     if str(device) in _CHECKED: return

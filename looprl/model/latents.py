@@ -94,6 +94,7 @@ def _fill_rejection(out: torch.Tensor, nseeds: list, n_embd: int):
             torch.where(a > hi, fresh[:n], blk, out=blk)  # rows without bad entries keep every value
         blk.mul_(math.sqrt(n_embd))
 
+# %% ../../nbs/01c_latents.ipynb #a702c21d
 def _fill_icdf(out: torch.Tensor, nseeds: list, n_embd: int):
     "Fill `out` in place like the inverse-CDF `trunc_normal_` of older torch (uniform_ → erfinv_ → scale → clamp), scaled."
     std = _std(n_embd)

@@ -280,6 +280,7 @@ class DecodeGraph:
         self.graph.replay()
         return self.out[0][:n].clone(), self.out[1][:n].clone()
 
+# %% ../../nbs/02d_engine.ipynb #da5aba09
 def _after_failed_capture(device: torch.device):
     """A capture that ends in an error skips the epilogue of the device's default generator, which then refuses every
     later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and offset."""

@@ -224,11 +224,17 @@ def stated_value(answer: str) -> str:
 
 # %% ../../nbs/04c_rewards.ipynb #902e15bb
 _BIG_OPERATORS = re.compile(r"\\(?:sum|prod|coprod|int|iint|iiint|oint|lim|limsup|liminf)(?![A-Za-z])")
+
 _POWER = re.compile(r"\^|\*\*")
+
 _FACTORIAL_LIKE = re.compile(r"!|\\[dt]?binom(?![A-Za-z])|\\choose(?![A-Za-z])|\\Gamma(?![A-Za-z])|\\gamma(?![A-Za-z])|\bgamma\b|\bfactorial\b")
+
 _DIGITS = re.compile(r"\d+")
+
 _OPERAND = re.compile(r"-?(?:\\[A-Za-z]+|[\w.]+)")
+
 _BINARY_SIGN = re.compile(r"(?<=[\w)}\]])\s*[+-]")
+
 MAX_EXPANSION_TERMS = 50
 
 def _literal_product(s: str) -> int:
@@ -244,6 +250,7 @@ def _expansion_terms(base: str, n: int) -> int:
     k = 1 + len(_BINARY_SIGN.findall(base))
     return math.comb(n + k - 1, k - 1)
 
+# %% ../../nbs/04c_rewards.ipynb #05d513bc
 def _group(s: str, i: int) -> tuple[str, int]:
     "The operand starting at s[i]: a balanced {…} or (…) group, or a run of word characters; returns (text, end)."
     while i < len(s) and s[i] == " ": i += 1
@@ -272,6 +279,7 @@ def _operand_before(s: str, i: int) -> str:
     while k >= 0 and (s[k].isalnum() or s[k] in "._"): k -= 1
     return s[k + 1:j + 1]
 
+# %% ../../nbs/04c_rewards.ipynb #b9e0742c
 def too_costly(expr: str) -> str | None:
     "Why `expr` must not reach SymPy (a reason string), or None when it is safe to parse."
     if len(expr) > MAX_EXPR_CHARS: return f"longer than {MAX_EXPR_CHARS} characters"
