@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 import looprl.run.rewards as rewards
-from looprl.run.rewards import (AnswerTimeout, DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, REWARD_STATUSES, RewardResult, deadline,
-                                even_token_share, extract_answer, math_reward, math_reward_detail, read_answer, too_costly, warm_up)
+from looprl.run.rewards import (REWARD_STATUSES, RewardResult, even_token_share, math_reward, math_reward_detail, too_costly,
+                                warm_up)
+from looprl.run.answers import DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, extract_answer, read_answer
+from looprl.core.deadline import AnswerTimeout, deadline
 from looprl.run.reward_specs import DEFAULT_REWARD, RewardError, load_reward, reward_identity, score_completion
 
 ROOT = Path(__file__).resolve().parents[1]
