@@ -21,8 +21,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['TRANSPORTS', 'nested_state_digest', 'TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port',
-           'WeightLink', 'Call', 'WorkerHandle', 'TrainerHandle', 'EngineHandle', 'MemoryTransport', 'DiskTransport',
-           'NcclTransport', 'TrainerRank', 'MegatronRank', 'TrainerGroup']
+           'WeightLink', 'WorkerProcessError', 'WorkerProcess', 'ProcessCall', 'Call', 'WorkerHandle', 'TrainerHandle',
+           'EngineHandle', 'MemoryTransport', 'DiskTransport', 'NcclTransport', 'TrainerRank', 'MegatronRank',
+           'TrainerGroup']
 
 # %% ../../nbs/10_workers.ipynb #b6d5120a
 def nested_state_digest(state) -> str:
@@ -184,6 +185,73 @@ def receive_publication(self: EngineWorker, version: int, staged: dict) -> str:
     self.link.recv(buf)
     return self.publish(version, dict(tensors=unpack_tensors(buf, staged["manifest"]), digest=staged["digest"]))
 
+# %% ../../nbs/10_workers.ipynb #7c3e0a02
+class WorkerProcessError(RuntimeError):
+    "A worker process that failed or exited; the message says which, in one line."
+
+def _serve_worker(build, kwargs: dict, conn):
+    "A worker's process: build it, then run each call the parent sends, in order, until it sends None."
+    import signal
+    from looprl.training.ranks import _send, _recv, _attempt
+    signal.signal(signal.SIGINT, signal.SIG_IGN)            # a Ctrl-C reaches the parent, which stops this process
+    reply = _attempt(lambda: build(**kwargs))
+    obj, reply = reply[1], (reply[0], None if reply[0] == "ok" else reply[1])
+    while True:
+        _send(conn, reply)
+        try: msg = _recv(conn)
+        except (EOFError, OSError): break                     # the parent is gone
+        if msg is None or obj is None: break
+        reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
+
+
+# %% ../../nbs/10_workers.ipynb #7c3e0a03
+class WorkerProcess:
+    "`build(**kwargs)` in a spawned process of this host, called through a pipe: `start` sends, `result()` waits."
+    def __init__(self, build, name: str = "worker", **kwargs):
+        ctx = torch.multiprocessing.get_context("spawn")
+        self.name, self.last, (self.conn, child) = name, None, ctx.Pipe()
+        self.proc = ctx.Process(target=_serve_worker, args=(build, kwargs, child), name=f"looprl-{name}", daemon=True)
+        self.proc.start(); child.close()
+        self._reply()                                           # built, or the error
+
+    def _reply(self):
+        from looprl.training.ranks import _recv
+        try: kind, value = _recv(self.conn)
+        except (EOFError, OSError):
+            self.proc.join(5); raise WorkerProcessError(f"the {self.name} process exited with status {self.proc.exitcode} and no result") from None
+        if kind == "error": raise WorkerProcessError(f"the {self.name} process failed: {value[1].splitlines()[0]}")
+        return value
+
+    def start(self, method: str, *args) -> "ProcessCall":
+        from looprl.training.ranks import _send
+        if self.last is not None: self.last.result()           # the reply of the call before comes first
+        _send(self.conn, (method, args))
+        self.last = ProcessCall(self)
+        return self.last
+
+    def close(self):
+        "Tell the process to stop (after the call in flight), then end it if it does not within a few seconds."
+        from looprl.training.ranks import _send
+        try: _send(self.conn, None)
+        except (OSError, ValueError): pass
+        self.proc.join(10)
+        if self.proc.is_alive(): self.proc.terminate(); self.proc.join(5)
+        self.conn.close()
+
+
+# %% ../../nbs/10_workers.ipynb #7c3e0a04
+class ProcessCall:
+    "One call of a `WorkerProcess`: `result()` waits for its reply (once; later calls return it again or raise again)."
+    def __init__(self, proc: WorkerProcess): self.proc, self.out = proc, None
+    def result(self):
+        if self.out is None:
+            try: self.out = ("ok", self.proc._reply())
+            except WorkerProcessError as e: self.out = ("error", e)
+            finally: self.proc.last = None if self.proc.last is self else self.proc.last
+        if self.out[0] == "error": raise self.out[1]
+        return self.out[1]
+
+
 # %% ../../nbs/10_workers.ipynb #4a9d0001
 class Call:
     "A worker's method call that may still run: a Ray object ref, or the value of an in-process call."
@@ -194,13 +262,17 @@ class Call:
         return ray.get(self.ref)
 
 class WorkerHandle:
-    "One worker, in this process or a Ray actor; subclasses name its methods with their types."
+    "One worker, in this process, in a process of its own (`WorkerProcess`) or a Ray actor; subclasses name its methods with their types."
     def __init__(self, worker, ray_actor: bool): self.worker, self.ray_actor = worker, ray_actor
+    @property
+    def detached(self) -> bool: return self.ray_actor or isinstance(self.worker, WorkerProcess)   # its calls run beside the caller
     def start(self, method: str, *args) -> Call:
         args = [a.ref if isinstance(a, Call) else a for a in args]        # results pass worker to worker
+        if isinstance(self.worker, WorkerProcess): return self.worker.start(method, *args)
         f = getattr(self.worker, method)
         return Call(f.remote(*args) if self.ray_actor else f(*args), self.ray_actor)
     def run(self, method: str, *args): return self.start(method, *args).result()
+
 
 # %% ../../nbs/10_workers.ipynb #4a9d0002
 class TrainerHandle(WorkerHandle):
