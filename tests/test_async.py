@@ -1,11 +1,12 @@
 """Asynchronous runs (--async, looprl.run.pipeline): resume equality of 3 updates vs --stop-after 2 then --resume, for the
 four algorithms on Huginn and GRPO on Ouro and Nanbeige, with a sabotage twin (the pending rollout left fresh); the
-policy lag and Decoupled PPO's behaviour correction; refusals. One resume runs in a fresh process through the command
+policy lag and Decoupled PPO's behaviour correction; the engine in a process of its own sampling what the engine in
+a thread samples, with a sabotage twin (rounded weights reach the process); refusals. One resume runs in a fresh process through the command
 line; the other runs run in this process (each run seeds and restores every generator it uses), to keep CI time short."""
 import json, shutil
-import pytest
+import pytest, torch
 from conftest import run_cli, assert_changing, updates
-from looprl.run import loop as L, options as O
+from looprl.run import loop as L, options as O, workers as W
 from looprl.compare import compare_runs
 from looprl.train import main as train_main
 
@@ -81,3 +82,29 @@ def test_unsupported_combinations_are_refused(tmp_path):
                            (dict(trainer_processes=2, micro_batch_size=4), "--async: not supported with --trainer-processes 2")):
         with pytest.raises(O.UsageError, match=message): O.RunOptions.from_flat(str(tmp_path / "r"), async_=True, **flags).validate()
         if "backend" not in flags: O.RunOptions.from_flat(str(tmp_path / "r"), **flags).validate()   # the same options run synchronously
+
+def test_engine_process_samples_what_the_engine_thread_samples_and_its_sabotage_twin(shipped, arithmetic, tmp_path, monkeypatch):
+    """--async on the CPU: the engine in a process of its own (the default) gives the run of the engine in a thread of
+    the trainer's process (--engine-thread), field by field; weight matrices rounded to BF16 on their way to the process are seen."""
+    s = settings(*CASES[0], shipped, arithmetic)
+    thread, proc, rounded = tmp_path / "thread", tmp_path / "process", tmp_path / "rounded"
+    calls, real = [], W.WorkerProcess.start
+    def spy(self, method, *args):
+        calls.append(method); return real(self, method, *args)
+    monkeypatch.setattr(W.WorkerProcess, "start", spy)
+    L.run(O.RunOptions.from_flat(str(thread), engine_thread=True, **s), progress=False)
+    assert calls == []                                                          # --engine-thread: no engine process
+    L.run(O.RunOptions.from_flat(str(proc), **s), progress=False)
+    assert calls.count("generate") == 4 and calls.count("publish") == 3, calls   # the default: every rollout sampled there
+    assert_changing(thread)
+    ok = compare_runs(thread, proc); assert ok["equal"], ok["verdict"]
+    def bf16(self, method, *args):
+        if method == "publish":
+            t = {n: x.to(torch.bfloat16).to(x.dtype) if n.endswith(".weight") else x for n, x in args[1]["tensors"].items()}
+            args = (args[0], dict(tensors=t, digest=None))
+        return real(self, method, *args)
+    monkeypatch.setattr(W.WorkerProcess, "start", bf16)
+    L.run(O.RunOptions.from_flat(str(rounded), **s), progress=False)
+    bad = compare_runs(thread, rounded)
+    fields = {f["field"]: f["status"] for f in bad["fields"]}
+    assert not bad["equal"] and fields["pending_rollout"] == "different", fields

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.cli import UsageError
 
 # %% auto #0
-__all__ = ['update_seconds', 'heldout_ends', 'async_run', 'pair_order', 'async_summary', 'bench_async']
+__all__ = ['update_seconds', 'heldout_ends', 'children_cpu_s', 'async_run', 'pair_order', 'async_summary', 'bench_async']
 
 # %% ../../nbs/06j_bench_async.ipynb #a86e5bbc
 def update_seconds(summary: dict) -> float:
@@ -28,18 +28,24 @@ def heldout_ends(out: Path) -> dict:
            dict(questions=ev[0]["questions"], samples=ev[0]["samples"])
 
 # %% ../../nbs/06j_bench_async.ipynb #dd884dd3
+def children_cpu_s() -> float:
+    "CPU seconds (user + system) of this process's finished children and theirs (an engine process included)."
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
 def async_run(mode: str, out: Path, train_args: tuple) -> dict:
     "One run of `python -m looprl.train` (`--async` in mode 'async') in a fresh process: its update time, updates/s and held-out accuracy."
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "looprl.train", "--output", str(out), "--no-progress", *train_args, *(("--async",) if mode == "async" else ())]
-    load, t0 = os.getloadavg()[0], time.perf_counter()
+    load, t0, c0 = os.getloadavg()[0], time.perf_counter(), children_cpu_s()
     r = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, children_cpu_s() - c0
     if r.returncode: raise RuntimeError(f"{mode} run exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     s = json.loads((out / "summary.json").read_text())
     secs, n = update_seconds(s), len(s["updates"])
     phases = {k: sum(l["time"].get(k, 0.0) for l in s["updates"]) for k in ("rollout_s", "train_s", "wait_s", "publication_s", "checkpoint_s")}
-    res = dict(mode=mode, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall, load_before=load, updates=n, update_s=secs,
+    res = dict(mode=mode, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall, cpu_s=cpu, cores_used=cpu / wall, load_before=load, updates=n, update_s=secs,
                updates_per_s=n / secs, phases_s=phases, policy_lag=[l["policy_lag"] for l in s["updates"]], **heldout_ends(out))
     shutil.rmtree(out, ignore_errors=True)
     return res

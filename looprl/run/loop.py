@@ -24,7 +24,7 @@ from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loo
 from .placement import Placement, PlacementError
 from .options import RunOptions, NOT_STORED     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
-from .pipeline import RolloutPipeline, resume_pending
+from .pipeline import RolloutPipeline, resume_pending, engine_process
 from .prepare import Prepared, prepare
 
 # %% auto #0
@@ -247,7 +247,7 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
                   threads=o.trainer.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
                           ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars,
-                          trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel)
+                          trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, engine_process=engine_process(o))
     except PlacementError as e:
         if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)
         raise UsageError(str(e)) from None

@@ -74,6 +74,7 @@ class RunOptions:
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
     async_: bool = False                  # sample the next update's rollout while training, one policy version behind
+    engine_thread: bool = False           # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -205,6 +206,7 @@ def validate(self: RunOptions) -> RunOptions:
     check_log_targets(self.log_to)
     self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
     if self.async_: check(not (why := async_unsupported(self)), why)          # looprl.run.pipeline
+    check(self.async_ or not self.engine_thread, "--engine-thread: places the engine of an --async run; add --async")
     return self
 
 @patch
@@ -318,7 +320,8 @@ def option_flags(parser) -> None:
         group.add_argument(flag, **kw)
 
 # %% ../../nbs/04f_options.ipynb #c6784e07
-NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints")
+NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints",
+              "engine_thread")   # where the engine runs, not what it computes
 
 def stored_options(output: str) -> dict:
     "The flat settings a run stored in its run.json."

@@ -16,7 +16,7 @@ from ..core.state import restore
 
 # %% auto #0
 __all__ = ['PendingRollout', 'own_cuda_stream', 'capture_graphs_now', 'InFlight', 'RolloutPipeline', 'resume_pending',
-           'async_unsupported']
+           'async_unsupported', 'engine_process']
 
 # %% ../../nbs/04n_pipeline.ipynb #aca931a1
 @dataclass
@@ -49,15 +49,15 @@ def own_cuda_stream():
 def capture_graphs_now(engine):
     """Capture every decode-graph bucket of an in-process CUDA engine now, while nothing else runs: a capture that began
     later, in the rollout's thread while the trainer launches its own work, could fail or make the trainer's calls fail."""
-    eng = None if engine.ray_actor else getattr(getattr(engine, "worker", None), "engine", None)
+    eng = None if engine.detached else getattr(getattr(engine, "worker", None), "engine", None)
     if getattr(eng, "cuda_graphs", False):
         for b in eng.graph_buckets: eng.decode_graph(b)
 
 class InFlight:
-    "One `generate` call of an engine handle running beside training: a Ray actor call, or a thread for an in-process engine."
+    "One `generate` call of an engine handle running beside training: a call of a Ray actor or an engine process, or a thread."
     def __init__(self, engine, requests: list):
         self.call, self.thread, self.out = None, None, {}
-        if engine.ray_actor: self.call = engine.start("generate", requests); return
+        if engine.detached: self.call = engine.start("generate", requests); return
         self.thread = threading.Thread(target=self._generate, args=(engine, requests), name="looprl-rollout", daemon=True)
         self.thread.start()
 
@@ -122,3 +122,8 @@ def async_unsupported(o) -> str | None:
     if o.rollout.engine != "native": return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
     if o.trainer_processes != 1: return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
     return None
+
+def engine_process(o) -> bool:
+    "Whether the engine of the run `o` (a RunOptions) runs in a process of its own: --async on the CPU with --workers local, unless --engine-thread."
+    return o.async_ and o.placement == "local" and o.device == "cpu" and not o.engine_thread
+

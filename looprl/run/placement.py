@@ -7,6 +7,7 @@ Docs: https://looprl.github.io/looprl/placement.html.md"""
 # %% ../../nbs/04j_placement.ipynb #cementim
 from __future__ import annotations
 from .workers import EngineHandle, EngineWorker, TRANSPORTS, TrainerGroup, TrainerHandle, TrainerWorker, free_port
+from ..training.ranks import WorkerProcess
 
 # %% auto #0
 __all__ = ['RAY_START_ATTEMPTS', 'TRAINER_PROCESSES_PLACES', 'start_ray', 'PlacementError', 'rank_cpus', 'Placement']
@@ -39,10 +40,12 @@ def rank_cpus(cluster_cpus: float, processes: int, engine_cpus: float = 1) -> fl
 
 # %% ../../nbs/04j_placement.ipynb #cc545438
 class Placement:
-    "The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`)."
+    """The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`; with
+    `engine_process`, the engine in a process of its own on this host, a `WorkerProcess`)."""
     def __init__(self, mode: str, trainer_kwargs: dict, engine_kwargs: dict, use_gpus: bool = False,
                  ray_address: str | None = None, train_env_vars: dict | None = None, transport: str = "memory",
-                 trainer_processes: int = 1, tensor_parallel: int = 1):
+                 trainer_processes: int = 1, tensor_parallel: int = 1,
+                 engine_process: bool = False):
         self.mode, self.group, N = mode, None, trainer_processes
         if transport == "nccl" and (mode != "ray" or not use_gpus):
             raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
@@ -50,7 +53,8 @@ class Placement:
         if mode == "local":                # several trainer processes: one gloo group, called by the handle like one worker
             trainer = TrainerGroup(N, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars) if N > 1 else TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
             self.group = trainer if N > 1 else None
-            self._handles(trainer, EngineWorker(**engine_kwargs), transport, False, False)
+            engine = WorkerProcess(EngineWorker, "engine", **engine_kwargs) if engine_process else EngineWorker(**engine_kwargs)
+            self._handles(trainer, engine, transport, False, False)
             return
         import ray
         self.owns_ray = not ray.is_initialized()

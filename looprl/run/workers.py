@@ -18,6 +18,7 @@ from ..core.atomic import atomic_dir
 from ..rollout.records import Request, Completion, Rollout
 from ..model.latents import TraceMismatch
 from fastcore.basics import patch
+from ..training.ranks import WorkerProcess
 
 # %% auto #0
 __all__ = ['TRANSPORTS', 'nested_state_digest', 'TrainerWorker', 'EngineWorker', 'pack_tensors', 'unpack_tensors', 'free_port',
@@ -194,13 +195,17 @@ class Call:
         return ray.get(self.ref)
 
 class WorkerHandle:
-    "One worker, in this process or a Ray actor; subclasses name its methods with their types."
+    "One worker, in this process, in a process of its own (`WorkerProcess`) or a Ray actor; subclasses name its methods with their types."
     def __init__(self, worker, ray_actor: bool): self.worker, self.ray_actor = worker, ray_actor
+    @property
+    def detached(self) -> bool: return self.ray_actor or isinstance(self.worker, WorkerProcess)   # its calls run beside the caller
     def start(self, method: str, *args) -> Call:
         args = [a.ref if isinstance(a, Call) else a for a in args]        # results pass worker to worker
+        if isinstance(self.worker, WorkerProcess): return self.worker.start(method, *args)
         f = getattr(self.worker, method)
         return Call(f.remote(*args) if self.ray_actor else f(*args), self.ray_actor)
     def run(self, method: str, *args): return self.start(method, *args).result()
+
 
 # %% ../../nbs/04i_workers.ipynb #4a9d0002
 class TrainerHandle(WorkerHandle):

@@ -1,4 +1,4 @@
-"""Groups of trainer processes: one function on N spawned ranks, persistent rank groups, and Ray actors as ranks.
+"""Trainer ranks in one process group (spawned, persistent, or Ray actors), and one worker in a process of its own, called through a pipe.
 
 Docs: https://looprl.github.io/looprl/ranks.html.md"""
 
@@ -15,7 +15,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['RankError', 'join_group', 'rank_device', 'comm_device', 'leave_group', 'check_world_size', 'run_ranks', 'RankGroup',
-           'RankActor', 'RayRankGroup']
+           'RankActor', 'RayRankGroup', 'WorkerProcessError', 'WorkerProcess', 'ProcessCall']
 
 # %% ../../nbs/03e_ranks.ipynb #269d7e2e
 class RankError(RuntimeError):
@@ -262,3 +262,66 @@ def close(self: RayRankGroup):
     if self.actors is None: return
     for a in self.actors: ray.kill(a)
     self.actors = None
+
+# %% ../../nbs/03e_ranks.ipynb #7c3e0a02
+class WorkerProcessError(RuntimeError):
+    "A worker process that failed or exited; the message says which, in one line."
+
+def _serve_worker(build, kwargs: dict, conn):
+    "A worker's process: build it, then run each call the parent sends, in order, until it sends None."
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)            # a Ctrl-C reaches the parent, which stops this process
+    reply = _attempt(lambda: build(**kwargs))
+    obj, reply = reply[1], (reply[0], None if reply[0] == "ok" else reply[1])
+    while True:
+        _send(conn, reply)
+        try: msg = _recv(conn)
+        except (EOFError, OSError): break                     # the parent is gone
+        if msg is None or obj is None: break
+        reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
+
+
+# %% ../../nbs/03e_ranks.ipynb #7c3e0a03
+class WorkerProcess:
+    "`build(**kwargs)` in a spawned process of this host, called through a pipe: `start` sends, `result()` waits."
+    def __init__(self, build, name: str = "worker", **kwargs):
+        ctx = torch.multiprocessing.get_context("spawn")
+        self.name, self.last, (self.conn, child) = name, None, ctx.Pipe()
+        self.proc = ctx.Process(target=_serve_worker, args=(build, kwargs, child), name=f"looprl-{name}", daemon=True)
+        self.proc.start(); child.close()
+        self._reply()                                           # built, or the error
+
+    def _reply(self):
+        try: kind, value = _recv(self.conn)
+        except (EOFError, OSError):
+            self.proc.join(5); raise WorkerProcessError(f"the {self.name} process exited with status {self.proc.exitcode} and no result") from None
+        if kind == "error": raise WorkerProcessError(f"the {self.name} process failed: {value[1].splitlines()[0]}")
+        return value
+
+    def start(self, method: str, *args) -> "ProcessCall":
+        if self.last is not None: self.last.result()           # the reply of the call before comes first
+        _send(self.conn, (method, args))
+        self.last = ProcessCall(self)
+        return self.last
+
+    def close(self):
+        "Tell the process to stop (after the call in flight), then end it if it does not within a few seconds."
+        try: _send(self.conn, None)
+        except (OSError, ValueError): pass
+        self.proc.join(10)
+        if self.proc.is_alive(): self.proc.terminate(); self.proc.join(5)
+        self.conn.close()
+
+
+# %% ../../nbs/03e_ranks.ipynb #7c3e0a04
+class ProcessCall:
+    "One call of a `WorkerProcess`: `result()` waits for its reply (once; later calls return it again or raise again)."
+    def __init__(self, proc: WorkerProcess): self.proc, self.out = proc, None
+    def result(self):
+        if self.out is None:
+            try: self.out = ("ok", self.proc._reply())
+            except WorkerProcessError as e: self.out = ("error", e)
+            finally: self.proc.last = None if self.proc.last is self else self.proc.last
+        if self.out[0] == "error": raise self.out[1]
+        return self.out[1]
+
