@@ -424,7 +424,7 @@ def test_load_reward_bad_file_specs(tmp_path, source, attr, says):
                                        ("looprl.run.rewards:", "expected"), ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
                                        ("looprl.no_such_module:f", "no module named 'looprl.no_such_module'"),
                                        ("looprl.rewards:nope", "no attribute 'nope'"), ("missing/file.py:f", "no file"),
-                                       ("looprl.rewards:DEFAULT_REWARD", "not callable"), (3, "expected")])
+                                       ("looprl.rewards:REWARD_STATUSES", "not callable"), (3, "expected")])
 def test_load_reward_bad_specs(spec, says):
     with pytest.raises(ValueError) as e: load_reward(spec)
     assert says in str(e.value) and repr(spec) in str(e.value), str(e.value)

@@ -15,7 +15,7 @@ from looprl.run.tasks import main, split_of, task_rows
 
 def test_written_rows_are_graded_and_splits_disjoint(tmp_path):
     train, heldout = tmp_path / "train.jsonl", tmp_path / "heldout.jsonl"
-    r = run_cli("looprl.run.data", "gsm_symbolic", "--n", "24", "--seed", "0", "--out", train)
+    r = run_cli("looprl.data", "gsm_symbolic", "--n", "24", "--seed", "0", "--out", train)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout.strip() == f"{train}: 24 train questions of gsm_symbolic (seed 0)"
     main(["gsm_symbolic", "--n", "8", "--seed", "0", "--split", "heldout", "--out", str(heldout)])
@@ -48,5 +48,5 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch)
         if args[0] == "gcd": monkeypatch.setattr(tasks, "_generator", one_question)
         with pytest.raises(SystemExit) as e: main(list(args))
         err = capsys.readouterr().err
-        assert e.value.code == 2 and err.startswith("looprl.run.data: ") and says in err and err.count("\n") == 1, (args, err)
+        assert e.value.code == 2 and err.startswith("looprl.data: ") and says in err and err.count("\n") == 1, (args, err)
     assert out.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
