@@ -258,13 +258,13 @@ def test_publication_digest(huginn):
 
 
 GROUP_AT_EXIT = r'''
-import atexit, sys
+import atexit, os, sys
 import torch.distributed as dist
-atexit.register(lambda: print("group open at exit:", dist.is_initialized(), file=sys.stderr))   # first registered: runs last
+atexit.register(lambda: os.write(2, f"group open at exit: {dist.is_initialized()}\n".encode()))   # first registered: runs last
 from looprl.training.ranks import join_group, leave_group, run_ranks
 
 def rank_hook(rank, world):
-    atexit.register(lambda: print(f"rank {rank} group open at exit:", dist.is_initialized(), file=sys.stderr, flush=True))
+    atexit.register(lambda: os.write(2, f"rank {rank} group open at exit: {dist.is_initialized()}\n".encode()))   # one write: ranks do not interleave
     return rank
 
 if __name__ == "__main__":
