@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/bench.html.md"""
 
 # %% ../../nbs/06a_bench.ipynb #9b07aeff
 from __future__ import annotations
-import json, os, platform, shlex, subprocess, sys, time
+import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
 from ..core.cli import UsageError, command_parser, error_message, fail
@@ -62,6 +62,9 @@ def _run_commands(sub) -> list:
     t = sub.add_parser("train"); t.add_argument("--preset", default="huginn-0125"); t.add_argument("--device", default="cuda")
     t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4); t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
+    t.add_argument("--recompute-every", type=int, default=1, help="recompute one block application in every k (1: all)")
+    t.add_argument("--compile-blocks", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile each block (default: on with CUDA, as looprl.train)")
     t.add_argument("--trainer", choices=["single", "sharded", "both"], default="single",
                    help="single: looprl.training.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes as one process; both: in one run, with the ratio")
     p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125"); p.add_argument("--src", default="cuda:0")
@@ -129,7 +132,8 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
     if a.cmd == "train":
         from looprl.bench.train import bench_train
-        rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute, trainer=t)
+        rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute, trainer=t,
+                            recompute_every=a.recompute_every, compile_blocks=a.compile_blocks)
                 for t in (("single", "sharded") if a.trainer == "both" else (a.trainer,))]
         if len(rows) == 1: return f"train-{a.preset}" + ("-sharded" if a.trainer == "sharded" else ""), rows[0]
         return f"train-{a.preset}-sharded-vs-single", dict(rows=rows, sharded_over_single=rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])

@@ -75,20 +75,24 @@ TRAINERS = ("single", "sharded")
 
 def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: str = "fp16", batch: int = 4,
                 prompt_len: int = 128, response_len: int = 48, steps: int = 3, recompute: bool = True,
-                peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single") -> dict:
+                peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single", recompute_every: int = 1,
+                compile_blocks: bool | None = None) -> dict:
     """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
     'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
     from looprl.training.trainer import Trainer
     from looprl.training.settings import TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
     cfg = preset_config(preset)
-    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch,
+    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch, recompute_every=recompute_every,
+                      compile_blocks=compile_blocks,
                       optimizer="sgd", warmup_steps=0, minibatches=1)   # one SGD step over the whole batch: the step this benchmark has always timed
     rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
     if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
     else: times, peak = _timed_updates(Trainer(_random_actor(preset, device), None, s, device), rollout, steps, device)
     tokens, med = batch * (prompt_len + response_len), sorted(times)[len(times) // 2]
     flops = model_flops_per_token(cfg, prompt_len + response_len) * tokens
-    return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute, batch=batch, seq_len=prompt_len + response_len,
+    compiled = device.startswith("cuda") and trainer == "single" if compile_blocks is None else compile_blocks
+    return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute, recompute_every=recompute_every,
+                compile_blocks=compiled, batch=batch, seq_len=prompt_len + response_len,
                 step_s=med, tokens_per_s=tokens / med, model_tflops=flops / med / 1e12, mfu=flops / med / (peak_tflops * 1e12),
                 peak_memory_gib=peak, note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training pass only")

@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/models.html.md"""
 
 # %% ../../nbs/01d_models.ipynb #3e29e2e0
 from __future__ import annotations
-import math
+import functools, math
 from contextlib import contextmanager
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -18,7 +18,8 @@ from . import kernels as K
 # %% auto #0
 __all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
            'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention', 'LlamaAttention', 'GatedMLP', 'LlamaBlock',
-           'LoopedLM', 'param_count', 'looped_reads', 'LoopedDecoder', 'build_model', 'init_weights', 'recompute']
+           'LoopedLM', 'call_block', 'compiled_block', 'param_count', 'looped_reads', 'LoopedDecoder', 'build_model',
+           'init_weights', 'recompute']
 
 # %% ../../nbs/01d_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -231,6 +232,8 @@ class LoopedLM(nn.Module):
     latent_profile: str | None = None   # profile of the random initial recurrent state (looprl.model.latents); None: the family has none
     prefix_lm: bool = False             # the prompt attends both ways (PrefixLM): forward then takes `prompt_lens` [B]
     full_backprop: bool = False         # training forwards keep every loop's gradient (a truncated schedule off)
+    recompute_every: int = 1            # with recompute: one block application in every k recomputed in backward
+    compile_blocks: bool = False        # full-sequence forwards run each block through torch.compile (`compiled_block`)
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__()
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")
@@ -254,12 +257,25 @@ class LoopedLM(nn.Module):
     def family(self) -> str: return self.cfg.family
 
 # %% ../../nbs/01d_models.ipynb #ad1d8ffe
+def call_block(block, x, ctx, plane): return block(x, ctx, plane)
+
+@functools.cache
+def compiled_block():
+    """`call_block` through `torch.compile`: one graph per block class and grad mode. Deterministic kernels (no on-device
+    benchmarking picks one), so a resumed run compiles the same kernels as the uninterrupted one."""
+    import torch._inductor.config as inductor
+    opts = {"deterministic": True} if hasattr(inductor, "deterministic") else {"triton.autotune_pointwise": False}
+    return torch.compile(call_block, dynamic=False, options=opts)
+
 @patch
 def _run(self: LoopedLM, block, x, ctx, plane):
-    "Apply one physical block on `plane`, with activation checkpointing when recompute is on."
-    if self.recompute and ctx.cache is None and torch.is_grad_enabled():
-        return checkpoint(block, x, ctx, plane, use_reentrant=False)
-    return block(x, ctx, plane)
+    """Apply one physical block on `plane`. Full-sequence forwards go through `compiled_block` when `compile_blocks` is
+    on; with recompute, one application in every `recompute_every` keeps no activations (recomputed in backward)."""
+    whole = ctx.cache is None
+    run = compiled_block() if self.compile_blocks and whole else call_block
+    if self.recompute and whole and torch.is_grad_enabled() and plane % self.recompute_every == 0:
+        return checkpoint(run, block, x, ctx, plane, use_reentrant=False)
+    return run(block, x, ctx, plane)
 
 @patch
 def _ctx(self: LoopedLM, input_ids, positions, cache):

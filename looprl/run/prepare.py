@@ -101,7 +101,8 @@ def prepare(o: RunOptions) -> Prepared:
         reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
     except ValueError as e: raise UsageError(f"--reward: {e}") from None
-    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device))
+    compile_blocks = o.device == "cuda" and o.trainer_processes == 1 if o.trainer.compile_blocks is None else o.trainer.compile_blocks
+    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device), compile_blocks=compile_blocks)
     precision = settings.precision
     if (M := o.tensor_parallel) > 1:
         check(precision == "fp32" or o.trainer.backend == "megatron", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")

@@ -111,7 +111,8 @@ class ShardedTrainer(Trainer):
     every micro-batch on its share of the heads. Either way every rank returns what one process would."""
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None, looped: str = "root",
                  tensor_parallel: int = 1):
-        super().__init__(actor, critic, dataclasses.replace(s, precision="fp32"), rank_device(device))     # 'cuda': this rank's GPU
+        # FP32 shards; blocks stay eager under FSDP2's hooks; 'cuda': this rank's GPU
+        super().__init__(actor, critic, dataclasses.replace(s, precision="fp32", compile_blocks=False), rank_device(device))
         self.s, self.rank, self.world, self.tp = s, dist.get_rank(), dist.get_world_size(), tensor_parallel
         if self.tp not in (1, self.world): raise ValueError(f"tensor_parallel: must be 1 or the world size {self.world}, got {self.tp}")
         if self.tp > 1: mesh = _tp_split([self.actor.model] + ([self.critic.model] if self.critic else []), self.device)

@@ -31,6 +31,8 @@ class TrainSettings:
     loss_scale: float = 128.0           # fixed FP16 loss scale
     micro_batch_size: int = 16          # sequences per forward/backward
     recompute: bool = False             # checkpoint activations per physical block
+    recompute_every: int = 1            # with recompute: one block application in every k recomputed, the others' kept
+    compile_blocks: bool | None = None  # torch.compile each block for training (deterministic kernels); default: on with CUDA
     clip_low: float = 0.2               # PPO ratio clip below 1
     clip_high: float = 0.2              # PPO ratio clip above 1
     value_clip: float = 0.2             # critic value clip
@@ -63,7 +65,7 @@ TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), opt
                      loss_agg=("seq-mean-token-mean", "token-mean"))
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
-_COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
+_COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -87,6 +89,7 @@ def validate(self: TrainSettings) -> TrainSettings:
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
     for k in ("recompute", "normalize_advantages", "distributed_optimizer", "full_backprop"):
         if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
+    if self.compile_blocks not in (None, True, False): raise ValueError(f"compile_blocks: must be true, false or unset, got {self.compile_blocks!r}")
     if self.distributed_optimizer and self.backend != "megatron": raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
     if self.distributed_optimizer and self.optimizer != "adamw":
         raise ValueError(f"distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")

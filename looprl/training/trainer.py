@@ -93,11 +93,12 @@ class Trainer:
         if s.threads: torch.set_num_threads(s.threads)
         self.s, self.device, self.cfg = s, torch.device(device), actor.cfg
         self.actor = Learner(actor.to(self.device), s)
-        actor.recompute, actor.full_backprop = s.recompute, s.full_backprop
+        compile_blocks = self.device.type == "cuda" if s.compile_blocks is None else s.compile_blocks
+        for m in (actor, critic):
+            if m is not None: m.recompute, m.recompute_every, m.full_backprop, m.compile_blocks = s.recompute, s.recompute_every, s.full_backprop, compile_blocks
         self.critic = None
         if s.use_critic:
             if critic is None: raise ValueError(f"{s.algorithm} needs a critic")
-            critic.recompute, critic.full_backprop = s.recompute, s.full_backprop
             self.critic = Learner(critic.to(self.device), s)
 
     def publication(self, on_device: bool = False):
