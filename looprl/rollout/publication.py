@@ -27,8 +27,10 @@ class Publication:
         self.model, self.version = model, version
         self.staged, by_storage = {}, {}
         fixed = model.fixed_buffers()
-        for n, t in model.state_dict().items():     # tied aliases share one staging buffer; fixed buffers are checked on the CPU
-            self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n in fixed else t.device))
+        # tied aliases share one staging buffer; fixed buffers are checked on the CPU
+        for n, t in model.state_dict().items():
+            self.staged[n] = by_storage.setdefault(t.data_ptr(),
+                                                   torch.empty_like(t, device="cpu" if n in fixed else t.device))
         self.alias_group = {n: group for group in model.tied_aliases() for n in group}
         self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
         self.on_gpu = {}        # name -> CUDA tensor whose blocks are hashed at check(), in one launch per device
@@ -43,9 +45,11 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
         if name in self.blocks: raise PublicationError(f"{src}: tensor {name} was already received")
         if name not in self.staged: raise PublicationError(f"{src}: unexpected tensor {name}")
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+            raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got "
+                                   f"{getattr(t, 'dtype', type(t).__name__)}")
         if t.shape != self.staged[name].shape:
-            raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected {list(self.staged[name].shape)}")
+            raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected "
+                                   f"{list(self.staged[name].shape)}")
         other = next((a for a in self.alias_group.get(name, ()) if a != name and a in self.blocks), None)
         if other is not None:       # a later alias of a tied tensor: equal to what was sent first, or refused
             first = self.sent[other]          # compared as sent, before any cast to the engine's dtype
@@ -54,7 +58,8 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
             self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
         else:
             stage, on = self.staged[name], None
-            if t.is_cuda:           # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
+            # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
+            if t.is_cuda:
                 from looprl.core.gpu_digest import usable
                 on = stage if stage.dtype == t.dtype and stage.is_cuda else t
                 if not usable(on): on = None

@@ -55,7 +55,8 @@ def vocab_spans(V: int, chunk_size: int | None):
 def _acc(dtype): return torch.float64 if dtype == torch.float64 else torch.float32
 
 def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=None) -> torch.Tensor:
-    "log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
+    """log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time;
+    no gradient."""
     with torch.no_grad():
         dt = acc or _acc(logits.dtype)
         spans = vocab_spans(logits.shape[-1], chunk_size)
@@ -70,7 +71,8 @@ def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=N
 class _SelectedLogprob(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, actions, chunk_size):
-        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)          # FP64 sums: the same bits for any chunking
+        # FP64 sums: the same bits for any chunking
+        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)
         out = (logits.gather(-1, actions[..., None]).squeeze(-1).double() - lse).to(_acc(logits.dtype))
         ctx.save_for_backward(logits, actions, lse.to(_acc(logits.dtype)))
         ctx.chunk_size = chunk_size
@@ -87,13 +89,16 @@ class _SelectedLogprob(torch.autograd.Function):
         return grad, None, None
 
 def selected_logprobs(logits: torch.Tensor, actions: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
-    "log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized temporaries."
-    if logits.shape[:-1] != actions.shape: raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
+    """log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized
+    temporaries."""
+    if logits.shape[:-1] != actions.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
     return _SelectedLogprob.apply(logits, actions.long(), chunk_size)
 
 # %% ../../nbs/02b_sampling.ipynb #aa44e267
 def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) -> torch.Tensor:
-    "log_softmax(logits / T) at `tokens`, in FP32: `selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
+    """log_softmax(logits / T) at `tokens`, in FP32: `selected_logprobs`, the trainer's own function. T a number or a
+    tensor broadcastable to tokens."""
     T = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
     z = logits.float() / T[..., None] if T.dim() else logits.float() / T
     return selected_logprobs(z, tokens.to(torch.int64))

@@ -18,7 +18,8 @@ __all__ = ['Learner', 'ScalerState', 'state_copy', 'WarmupThenConstant']
 
 # %% ../../nbs/03c_learner.ipynb #daf43ad0
 class Learner:
-    "A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss scale, or fp32)."
+    """A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss
+    scale, or fp32)."""
     def __init__(self, model: LoopedLM, s: TrainSettings):
         self.s, self.model = s, model
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -112,7 +113,8 @@ def load_state_dict(self: Learner, d: dict, role: str = "actor"):
 
 # %% ../../nbs/03c_learner.ipynb #4959ccb0
 def state_copy(x):
-    "A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this rank's local shard."
+    """A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this
+    rank's local shard."""
     if hasattr(x, "to_local"): return x.to_local().detach().clone()
     if isinstance(x, torch.Tensor): return x.detach().clone()
     if isinstance(x, dict): return {k: state_copy(v) for k, v in x.items()}

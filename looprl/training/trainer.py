@@ -34,7 +34,8 @@ class SequenceBatch:
     lengths: torch.Tensor      # [N] prompt + response length
     seeds: list
     temperature: float         # the temperature the rows were sampled at: logits are divided by it
-    exits: object = None       # looprl.rollout.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
+    # looprl.rollout.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
+    exits: object = None
 
     @classmethod
     def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu", exits=None):
@@ -47,8 +48,8 @@ class SequenceBatch:
             ids[i, :len(p) + len(r)] = torch.tensor(list(p) + list(r))
             pred[i] = (len(p) - 1 + torch.arange(R)).clamp(max=S - 1)
             act[i, :len(r)] = torch.tensor(list(r), dtype=torch.long); mask[i, :len(r)] = 1
-        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device), list(seeds),
-                   float(temperature), exits)
+        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device),
+                   list(seeds), float(temperature), exits)
 
     def rows(self, idx):
         "The sub-batch of rows `idx`, trimmed to its longest sequence."
@@ -60,14 +61,16 @@ class SequenceBatch:
 
 # %% ../../nbs/03d_trainer.ipynb #701ccd79
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
-    "Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has none)."
+    """Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has
+    none)."""
     return model.sequence_states(b.seeds, [b.ids.shape[1]] * len(b.seeds), dtype, device)
 
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     if b.exits is not None: return b.exits.hidden(model, b)      # looprl.rollout.exits: the recorded exit depths
     p = next(model.parameters())
-    kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}   # PrefixLM: the prompt both ways
+    # PrefixLM: the prompt both ways
+    kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}
     h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
 
@@ -78,9 +81,11 @@ def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
     return actor.logits(h) / torch.full((1, 1, 1), temperature, dtype=torch.float32, device=h.device)
 
 def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chunk_size: int | None = 8192):
-    "The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and verify)."
+    """The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and
+    verify)."""
     lp = O.selected_logprobs(response_logits(actor, b, temperature), b.actions, chunk_size)
-    return lp if b.exits is None else lp + b.exits.exit_logprobs     # sample mode: the exit's log-prob joins the token's
+    # sample mode: the exit's log-prob joins the token's
+    return lp if b.exits is None else lp + b.exits.exit_logprobs
 
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
@@ -116,7 +121,8 @@ class Trainer:
         return [idx[i:i + mb] for i in range(0, len(idx), mb)]
 
     def step_share(self, micro: list) -> list:
-        "The micro-batches of one optimizer step that this process runs: all of them (a sharded trainer runs its share)."
+        """The micro-batches of one optimizer step that this process runs: all of them (a sharded trainer runs its
+        share)."""
         return micro
 
     def reduce_step_metrics(self, metrics: dict) -> dict:
@@ -181,7 +187,8 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
     s, a, m = self.s, adv[mrows], sb.mask
     if s.algorithm == "flow-dppo":
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
-        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size, agg=s.loss_agg)
+        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size,
+                                       agg=s.loss_agg)
     logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
     if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
     if s.algorithm == "dppo":
@@ -211,7 +218,8 @@ def _critic_step(self: Trainer, b, rows, values_old, returns):
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         v = response_values(self.critic.model, sb)
-        loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip, agg=self.s.loss_agg)
+        loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip,
+                                 agg=self.s.loss_agg)
         w = self._weight(b, mrows, rows)
         self.critic.backward(loss * w)
         metrics.append((w, {"value_loss": float(loss.detach()), **met}))
@@ -266,7 +274,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     out["skipped_steps"] = sum(l.skipped_steps for l in learners)
     out["consecutive_skipped_steps"] = max(l.consecutive_skips for l in learners)
     lens = b.mask.sum(1).long().tolist()
-    rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)], replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
+    rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)],
+               replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
     if values_old is not None:
         rec["values"] = [values_old[i, :n].tolist() for i, n in enumerate(lens)]
         rec["returns"] = [returns[i, :n].tolist() for i, n in enumerate(lens)]
@@ -274,7 +283,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
 
 # %% ../../nbs/03d_trainer.ipynb #5438dea3
 def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -> tuple:
-    "The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where every backend starts."
+    """The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where
+    every backend starts."""
     from looprl.model.config import load_config
     cfg = cfg or load_config(model_dir)
     tensors = read_tensors(model_dir)
@@ -286,6 +296,8 @@ def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -
     return actor, critic
 
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
-    "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir` (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."
-    if s.backend != "torch": raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
+    """A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`
+    (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."""
+    if s.backend != "torch":
+        raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
     return Trainer(*native_start(model_dir, s, cfg), s, device)
