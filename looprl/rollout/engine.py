@@ -25,16 +25,18 @@ from .exits import exit_run
 # %% auto #0
 __all__ = ['graphs_by_default', 'Engine', 'DecodeGraph']
 
-# %% ../../nbs/02d_engine.ipynb #a850fa0a
+# %% ../../nbs/02d_engine.ipynb #c9a39aeb
 def graphs_by_default(cuda_graphs: bool | None, device) -> bool:
     "The decode step runs as CUDA graphs: as asked, or (None) whenever the engine is on a CUDA device."
     return torch.device(device).type == "cuda" if cuda_graphs is None else bool(cuda_graphs)
 
+# %% ../../nbs/02d_engine.ipynb #683e00a5
 def _memory_available(device: torch.device) -> int:
     "Free memory of a CUDA device, or the machine's physical memory for the CPU."
     if device.type == "cuda": return torch.cuda.mem_get_info(device)[0]
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
+# %% ../../nbs/02d_engine.ipynb #26bb1512
 class Engine:
     "The rollout engine: a looprl provider, a KV cache, a sampler and the publication transaction."
     def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64,
@@ -80,7 +82,7 @@ class Engine:
     @property
     def committed_digest(self) -> str | None: return self._digest
 
-# %% ../../nbs/02d_engine.ipynb #e1a20002
+# %% ../../nbs/02d_engine.ipynb #116c10b3
 @patch
 def begin_publication(self: Engine, version: int):
     "Open a publication of `version` (> the committed version, or equal to it for an idempotent re-send)."
@@ -93,11 +95,20 @@ def begin_publication(self: Engine, version: int):
                                "versions strictly increase")
     self._pub = Publication(self.model, version)
 
+# %% ../../nbs/02d_engine.ipynb #23165c07
 @patch
 def _open(self: Engine) -> Publication:
     if self._pub is None: raise PublicationError("no publication is open: call begin_publication(version) first")
     return self._pub
 
+# %% ../../nbs/02d_engine.ipynb #390a5de3
+@patch
+def abort(self: Engine):
+    "Drop the open publication (if any); the committed version keeps serving."
+    if self._pub is not None: self._pub.close()
+    self._pub = None
+
+# %% ../../nbs/02d_engine.ipynb #1c178702
 @patch
 def receive(self: Engine, chunk: Mapping[str, torch.Tensor]):
     "Stage one chunk of the open publication; any error aborts it."
@@ -105,6 +116,7 @@ def receive(self: Engine, chunk: Mapping[str, torch.Tensor]):
     try: pub.receive(chunk)
     except BaseException: self.abort(); raise
 
+# %% ../../nbs/02d_engine.ipynb #567cbc0e
 @patch
 def commit(self: Engine, digest: str | None = None) -> str:
     "Check the open publication, compare digests, copy it into the model and make it the served policy."
@@ -124,13 +136,7 @@ def commit(self: Engine, digest: str | None = None) -> str:
         return got
     finally: self.abort()
 
-@patch
-def abort(self: Engine):
-    "Drop the open publication (if any); the committed version keeps serving."
-    if self._pub is not None: self._pub.close()
-    self._pub = None
-
-# %% ../../nbs/02d_engine.ipynb #e1a20004
+# %% ../../nbs/02d_engine.ipynb #c91105e9
 @patch
 def publish(self: Engine, version: int, tensors_or_chunks, digest: str | None = None) -> str:
     "begin + receive (one mapping, or an iterable of mappings) + commit; returns the digest."
@@ -141,6 +147,7 @@ def publish(self: Engine, version: int, tensors_or_chunks, digest: str | None = 
         return self.commit(digest)
     finally: self.abort()
 
+# %% ../../nbs/02d_engine.ipynb #51766298
 @patch
 def publish_dir(self: Engine, version: int, path, digest: str | None = None) -> str:
     """Publish a checkpoint directory: `model.safetensors`, or the shards listed in `model.safetensors.index.json`, one
@@ -159,6 +166,7 @@ def publish_dir(self: Engine, version: int, path, digest: str | None = None) -> 
                 yield {n: fh.get_tensor(n) for n in names}
     return self.publish(version, chunks(), digest)
 
+# %% ../../nbs/02d_engine.ipynb #43950628
 @patch
 def _check_ready(self: Engine):
     if self._pub is not None:
@@ -168,31 +176,34 @@ def _check_ready(self: Engine):
     if self._torn:
         raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
 
-# %% ../../nbs/02d_engine.ipynb #9d159288
+# %% ../../nbs/02d_engine.ipynb #719165a9
 def _cache_rows(cache: KVCache, n: int) -> KVCache:
     "The first `n` rows of `cache`, as a KVCache sharing its memory."
     view = KVCache.__new__(KVCache)
     view.k, view.v, view.max_len = cache.k[:, :n], cache.v[:, :n], cache.max_len
     return view
 
+# %% ../../nbs/02d_engine.ipynb #2015a590
 def _decode(model: LoopedLM, tok, pos, lat, seeds, temps, cache):
     "One decode step: feed `tok` [B] at `pos` [B] (Huginn latents `lat` [B,E]), sample the tokens at `pos + 1`."
     h = model(tok[:, None], pos[:, None], None if lat is None else lat[:, None], cache)
     return sample_tokens(model.logits(h[:, 0]), seeds, pos + 1, temps)
 
-# %% ../../nbs/02d_engine.ipynb #6510bf29
+# %% ../../nbs/02d_engine.ipynb #ed66b6f1
 @patch
 def _latents(self: Engine, seeds: list, positions: list):
     """The model's initial states for (seed, position) pairs, [N, E] in the model dtype on the device; None for families
     without."""
     return self.model.initial_states(seeds, positions, self.dtype, self.device)
 
+# %% ../../nbs/02d_engine.ipynb #2d7bb69b
 @patch
 def decode_step(self: Engine, tok, pos, lat, seeds, temps):
     """One eager decode step over the first `len(tok)` rows of the cache (device tensors, as `_decode` takes them); no
     graph, no stats."""
     return _decode(self.model, tok, pos, lat, seeds, temps, _cache_rows(self.cache, tok.shape[0]))
 
+# %% ../../nbs/02d_engine.ipynb #05094f9b
 @patch
 def step_fn(self: Engine, B: int):
     """The decode step this engine runs for `B` rows: the captured graph serving `B`, else (no graphs, none serves,
@@ -200,6 +211,7 @@ def step_fn(self: Engine, B: int):
     g = self.decode_graph(B) if self.cuda_graphs else None
     return self.decode_step if g is None else g
 
+# %% ../../nbs/02d_engine.ipynb #650edcb9
 @patch
 def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
     "The decode step for a batch, through a captured graph when one serves this batch size."
@@ -304,7 +316,7 @@ class DecodeGraph:
         self.graph.replay()
         return self.out[0][:n].clone(), self.out[1][:n].clone()
 
-# %% ../../nbs/02d_engine.ipynb #da5aba09
+# %% ../../nbs/02d_engine.ipynb #9961c3a5
 def _after_failed_capture(device: torch.device):
     """A capture that ends in an error skips the epilogue of the device's default generator, which then refuses every
     later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and
@@ -313,9 +325,11 @@ def _after_failed_capture(device: torch.device):
     gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
     gen.graphsafe_set_state(gen.clone_state())
 
+# %% ../../nbs/02d_engine.ipynb #1eff23ea
 @patch
 def _capture(self: Engine, bucket: int) -> DecodeGraph: return DecodeGraph(self.model, self.cache, bucket)
 
+# %% ../../nbs/02d_engine.ipynb #8662ebb9
 @patch
 @torch.no_grad()
 def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
