@@ -17,10 +17,11 @@ from ..core.digest import submit_blocks, gather_blocks, leaf_from_blocks, digest
 # %% auto #0
 __all__ = ['PublicationError', 'Publication']
 
-# %% ../../nbs/02c_publication.ipynb #0a771330
+# %% ../../nbs/02c_publication.ipynb #202259f6
 class PublicationError(ValueError):
     "A publication the engine refuses; the engine keeps serving its committed version."
 
+# %% ../../nbs/02c_publication.ipynb #7ed2f755
 class Publication:
     "One open publication: staged copies of the received tensors, their digest leaves, and the checks."
     def __init__(self, model: LoopedLM, version: int):
@@ -69,7 +70,7 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
             stage.copy_(t)
         self.meta[name] = (t.dtype, tuple(t.shape))
 
-# %% ../../nbs/02c_publication.ipynb #9ab00006
+# %% ../../nbs/02c_publication.ipynb #48444dcb
 @patch
 def check(self: Publication) -> str:
     "Refuse an incomplete or inconsistent publication; return its digest."
@@ -83,6 +84,7 @@ def check(self: Publication) -> str:
     blocks = lambda b: gpu[b] if isinstance(b, str) else gather_blocks(b)   # a GPU name, or pool futures
     return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], blocks(b)) for n, b in self.blocks.items()})
 
+# %% ../../nbs/02c_publication.ipynb #bd1d3067
 @patch
 @torch.no_grad()
 def apply(self: Publication):
@@ -91,5 +93,6 @@ def apply(self: Publication):
     dev = next(self.model.parameters()).device
     if dev.type == "cuda": torch.cuda.synchronize(dev)
 
+# %% ../../nbs/02c_publication.ipynb #4d3dd5a7
 @patch
 def close(self: Publication): self.pool.shutdown(wait=False); self.staged, self.sent, self.on_gpu = {}, {}, {}
