@@ -59,12 +59,13 @@ class SequenceBatch:
                              self.lengths[idx], [self.seeds[i] for i in idx], self.temperature,
                              None if self.exits is None else self.exits.rows(idx, S))
 
-# %% ../../nbs/03d_trainer.ipynb #701ccd79
+# %% ../../nbs/03d_trainer.ipynb #f9219534
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
     """Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has
     none)."""
     return model.sequence_states(b.seeds, [b.ids.shape[1]] * len(b.seeds), dtype, device)
 
+# %% ../../nbs/03d_trainer.ipynb #79be02af
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     if b.exits is not None: return b.exits.hidden(model, b)      # looprl.rollout.exits: the recorded exit depths
@@ -74,12 +75,14 @@ def response_hidden(model: LoopedLM, b: SequenceBatch):
     h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
 
+# %% ../../nbs/03d_trainer.ipynb #cecc9e13
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
     "Processed logits (÷ temperature, FP32) at response positions: [n, R, V]."
     h = response_hidden(actor, b)
     # divide by a device tensor, as the engine does (a Python scalar may become a multiply by 1/T on GPUs)
     return actor.logits(h) / torch.full((1, 1, 1), temperature, dtype=torch.float32, device=h.device)
 
+# %% ../../nbs/03d_trainer.ipynb #548861c1
 def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chunk_size: int | None = 8192):
     """The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and
     verify)."""
@@ -87,10 +90,11 @@ def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chu
     # sample mode: the exit's log-prob joins the token's
     return lp if b.exits is None else lp + b.exits.exit_logprobs
 
+# %% ../../nbs/03d_trainer.ipynb #b8398483
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
 
-# %% ../../nbs/03d_trainer.ipynb #9b08b10c
+# %% ../../nbs/03d_trainer.ipynb #f3527332
 class Trainer:
     "Actor (and critic) learners over a rollout batch. Lives on the training device."
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu"):
@@ -148,6 +152,7 @@ class Trainer:
         "Continue from checkpoint directory `d` (this process's RNG too)."
         self.load_state_dict(load_trainer_state(Path(d)))
 
+# %% ../../nbs/03d_trainer.ipynb #29cbb87d
 def _weighted(items):
     "Weighted average of metric dicts [(w, {k: v})] (weights sum to 1 over a step)."
     out = {}
@@ -155,7 +160,7 @@ def _weighted(items):
         for k, v in d.items(): out[k] = out.get(k, 0.0) + w * float(v)
     return out
 
-# %% ../../nbs/03d_trainer.ipynb #cf45d2bc
+# %% ../../nbs/03d_trainer.ipynb #9f4d46a4
 @patch
 @torch.no_grad()
 def _selected_logprobs(self: Trainer, b: SequenceBatch):
@@ -165,6 +170,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
         out[rows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
+# %% ../../nbs/03d_trainer.ipynb #7e0a4b69
 @patch
 @torch.no_grad()
 def _full_logprobs(self: Trainer, b: SequenceBatch):
@@ -173,6 +179,7 @@ def _full_logprobs(self: Trainer, b: SequenceBatch):
         out.append(response_logits(self.actor.model, b.rows(rows), b.temperature).log_softmax(-1).cpu())
     return out   # list per micro-batch of [n, R, V] (FP32, CPU)
 
+# %% ../../nbs/03d_trainer.ipynb #c45ad577
 @patch
 @torch.no_grad()
 def _values(self: Trainer, b: SequenceBatch):
@@ -181,7 +188,7 @@ def _values(self: Trainer, b: SequenceBatch):
         out[rows] = response_values(self.critic.model, b.rows(rows))
     return out * b.mask
 
-# %% ../../nbs/03d_trainer.ipynb #5e2b85b1
+# %% ../../nbs/03d_trainer.ipynb #3ff94581
 @patch
 def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen):
     s, a, m = self.s, adv[mrows], sb.mask
@@ -196,6 +203,7 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
                                   w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
     return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, agg=s.loss_agg)
 
+# %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
 def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
     s, metrics = self.s, []
@@ -212,6 +220,7 @@ def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
         metrics.append((w, {"loss": float(loss.detach()), **met}))
     return {**self.reduce_step_metrics(_weighted(metrics)), **self.actor.step()}
 
+# %% ../../nbs/03d_trainer.ipynb #512b6893
 @patch
 def _critic_step(self: Trainer, b, rows, values_old, returns):
     metrics = []
@@ -225,13 +234,14 @@ def _critic_step(self: Trainer, b, rows, values_old, returns):
         metrics.append((w, {"value_loss": float(loss.detach()), **met}))
     return {**self.reduce_step_metrics(_weighted(metrics)), **{f"critic_{k}": v for k, v in self.critic.step().items()}}
 
-# %% ../../nbs/03d_trainer.ipynb #c6874c7a
+# %% ../../nbs/03d_trainer.ipynb #0ad022fb
 def rollout_parts(n: int, parts: int) -> list[list[int]]:
     "Indices of `parts` disjoint consecutive equal slices of a batch of `n` completions."
     if parts < 1 or n % parts: raise ValueError(f"{n} completions do not split into {parts} equal parts")
     k = n // parts
     return [list(range(i * k, (i + 1) * k)) for i in range(parts)]
 
+# %% ../../nbs/03d_trainer.ipynb #f97d8e9a
 def merge_step_metrics(steps: list[dict]) -> dict:
     "One step: its metrics. Several: `step{k}_name` for each, and the mean of each name over the steps."
     if len(steps) == 1: return dict(steps[0])
@@ -281,7 +291,7 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
         rec["returns"] = [returns[i, :n].tolist() for i, n in enumerate(lens)]
     return dict(metrics=out, records=rec)
 
-# %% ../../nbs/03d_trainer.ipynb #5438dea3
+# %% ../../nbs/03d_trainer.ipynb #4227fd1e
 def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -> tuple:
     """The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where
     every backend starts."""
@@ -295,6 +305,7 @@ def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -
         with torch.no_grad(): critic.value_head.weight.zero_()
     return actor, critic
 
+# %% ../../nbs/03d_trainer.ipynb #ed901082
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
     """A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`
     (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."""
