@@ -14,13 +14,22 @@ from fastcore.basics import patch
 
 
 # %% auto #0
-__all__ = ['RankError', 'join_group', 'rank_device', 'comm_device', 'leave_group', 'check_world_size', 'run_ranks', 'RankGroup',
+__all__ = ['RankError', 'leave_group', 'join_group', 'rank_device', 'comm_device', 'check_world_size', 'run_ranks', 'RankGroup',
            'RankActor', 'RayRankGroup', 'WorkerProcessError', 'WorkerProcess', 'ProcessCall']
 
-# %% ../../nbs/03e_ranks.ipynb #269d7e2e
+# %% ../../nbs/03e_ranks.ipynb #815b565b
 class RankError(RuntimeError):
     "A trainer process failed or timed out; the message names the rank and carries its traceback."
 
+# %% ../../nbs/03e_ranks.ipynb #d7c1a002
+def leave_group():
+    """Close this process's groups: Megatron's model-parallel groups (when Megatron made them), then the default group.
+    Idempotent."""
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None and ps.model_parallel_is_initialized(): ps.destroy_model_parallel()
+    if dist.is_initialized(): dist.destroy_process_group()
+
+# %% ../../nbs/03e_ranks.ipynb #fcb336d4
 def join_group(rank: int, world_size: int, host: str, port: int, backend: str = "gloo", timeout: float = 300.0):
     """Join, as `rank` of `world_size`, the process group whose TCP store listens at host:port (a spawned process or a
     Ray actor). With NCCL the rank first takes its own GPU: the one a Ray actor sees, or GPU `rank` of the host."""
@@ -35,16 +44,19 @@ def join_group(rank: int, world_size: int, host: str, port: int, backend: str = 
                             **kw)
     atexit.register(leave_group)          # whatever way the process ends normally, its groups are closed first
 
+# %% ../../nbs/03e_ranks.ipynb #f162b965
 def rank_device(device) -> torch.device:
     """This rank's own device for `device`: its current GPU (the one `join_group` took) for a bare 'cuda', else `device`
     itself."""
     d = torch.device(device)
     return torch.device("cuda", torch.cuda.current_device()) if d.type == "cuda" and d.index is None else d
 
+# %% ../../nbs/03e_ranks.ipynb #4a05949f
 def comm_device() -> torch.device:
     "Where the default group's small collectives (norms, metrics) live: the CPU for gloo, this rank's GPU for NCCL."
     return rank_device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
 
+# %% ../../nbs/03e_ranks.ipynb #bf965d9c
 def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out, args, kwargs):
     torch.set_num_threads(threads)
     try:
@@ -57,15 +69,7 @@ def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out,
     leave_group()
     if res[0] != "ok": os._exit(1)
 
-# %% ../../nbs/03e_ranks.ipynb #d7c1a002
-def leave_group():
-    """Close this process's groups: Megatron's model-parallel groups (when Megatron made them), then the default group.
-    Idempotent."""
-    ps = sys.modules.get("megatron.core.parallel_state")
-    if ps is not None and ps.model_parallel_is_initialized(): ps.destroy_model_parallel()
-    if dist.is_initialized(): dist.destroy_process_group()
-
-# %% ../../nbs/03e_ranks.ipynb #674f4a50
+# %% ../../nbs/03e_ranks.ipynb #dd3f315a
 def _watch(procs, timeout):
     "Wait until every process ends, one fails, or `timeout` passes; then stop the rest. The first failed rank, or None."
     deadline, failed = time.monotonic() + timeout, None
@@ -79,11 +83,13 @@ def _watch(procs, timeout):
         for p in procs: p.join(10)
     return failed if failed is not None else next((r for r, p in enumerate(procs) if p.exitcode not in (None, 0)), None)
 
+# %% ../../nbs/03e_ranks.ipynb #6dd3ff58
 def check_world_size(world_size) -> None:
     "Refuse a process count that is not an int ≥ 1."
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
 
+# %% ../../nbs/03e_ranks.ipynb #a29573ca
 def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 300.0, threads: int = 1,
               **kwargs) -> list:
     """Run `fn(rank, world_size, *args, **kwargs)` in `world_size` fresh processes forming one process group and return
@@ -111,16 +117,18 @@ def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float 
     if missing: raise RankError(f"ranks {missing} of {world_size} gave no result within {timeout:.0f} s")
     return [results[r][1] for r in range(world_size)]
 
-# %% ../../nbs/03e_ranks.ipynb #d17fce9f
+# %% ../../nbs/03e_ranks.ipynb #b9a97858
 # plain pickles: tensors travel as bytes, no shared memory
 def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))
 def _recv(conn): return pickle.loads(conn.recv_bytes())
 
+# %% ../../nbs/03e_ranks.ipynb #e96cce15
 def _attempt(f):
     "('ok', f()) or ('error', (when, the exception and its traceback)): what a rank replies to each call."
     try: return ("ok", f())
     except BaseException as e: return ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
+# %% ../../nbs/03e_ranks.ipynb #b546abaa
 def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn, args, kwargs):
     "A persistent rank: join the group, build the object, then run each method the driver sends until it says stop."
     import signal
@@ -137,6 +145,7 @@ def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn,
         reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
     leave_group()
 
+# %% ../../nbs/03e_ranks.ipynb #848ce2b8
 def _group_error(world: int, errors: dict, gone: dict) -> RankError:
     """The error of a stopped group: the rank that raised first (`errors`: rank → (when, traceback)), else the rank
     that ended first without a reply (`gone`: rank → (when, how it ended)). The others usually fail because it left."""
@@ -175,7 +184,7 @@ class RankGroup:
         for c in self.conns: _send(c, (method, args))
         return self._collect()
 
-# %% ../../nbs/03e_ranks.ipynb #0b978311
+# %% ../../nbs/03e_ranks.ipynb #98955cd4
 @patch
 def _collect(self: RankGroup) -> list:
     "Every rank's reply; on the first error or death, the others' within `grace` seconds, then stop and raise."
@@ -196,6 +205,7 @@ def _collect(self: RankGroup) -> list:
     raise _group_error(self.world, errors,
                        {r: (t, f"exited with status {self.procs_exit.get(r)} and no result") for r, t in gone.items()})
 
+# %% ../../nbs/03e_ranks.ipynb #22ea94c9
 @patch
 def close(self: RankGroup):
     "Tell every rank to stop, then end those that do not within a few seconds."
@@ -232,7 +242,7 @@ class RankActor:
 
     def call(self, method: str, args: tuple): return _attempt(lambda: getattr(self.obj, method)(*args))
 
-# %% ../../nbs/03e_ranks.ipynb #363c2b09
+# %% ../../nbs/03e_ranks.ipynb #ebb5d493
 class RayRankGroup:
     """`RankGroup` with Ray actors for ranks: `world_size` actors (each with `num_cpus` and `num_gpus`, and
     `runtime_env`) forming one process group; each builds `build(rank, world_size, *args, **kwargs)` and runs, in
@@ -259,9 +269,10 @@ class RayRankGroup:
         if self.actors is None: raise RankError("the trainer process group was stopped")
         return self._collect([a.call.remote(method, args) for a in self.actors])
 
+# %% ../../nbs/03e_ranks.ipynb #717245b9
 def _first_line(e: BaseException) -> str: return (str(e).strip().splitlines() or [""])[0][:200]
 
-# %% ../../nbs/03e_ranks.ipynb #24561524
+# %% ../../nbs/03e_ranks.ipynb #64a50cbf
 @patch
 def _collect(self: RayRankGroup, refs: list) -> list:
     """Every rank's reply to one call; on the first error or death, the others' within `grace` seconds, then stop and
@@ -282,6 +293,7 @@ def _collect(self: RayRankGroup, refs: list) -> list:
     self.close()
     raise _group_error(self.world, errors, gone)
 
+# %% ../../nbs/03e_ranks.ipynb #0ea2cc74
 @patch
 def close(self: RayRankGroup):
     "End every rank's actor (a rank blocked in a collective is ended too)."
@@ -290,10 +302,11 @@ def close(self: RayRankGroup):
     for a in self.actors: ray.kill(a)
     self.actors = None
 
-# %% ../../nbs/03e_ranks.ipynb #7c3e0a02
+# %% ../../nbs/03e_ranks.ipynb #1f79fad2
 class WorkerProcessError(RuntimeError):
     "A worker process that failed or exited; the message says which, in one line."
 
+# %% ../../nbs/03e_ranks.ipynb #0a9e9255
 def _serve_worker(build, kwargs: dict, conn):
     "A worker's process: build it, then run each call the parent sends, in order, until it sends None."
     import signal
@@ -306,7 +319,6 @@ def _serve_worker(build, kwargs: dict, conn):
         except (EOFError, OSError): break                     # the parent is gone
         if msg is None or obj is None: break
         reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
-
 
 # %% ../../nbs/03e_ranks.ipynb #7c3e0a03
 class WorkerProcess:
