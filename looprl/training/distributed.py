@@ -24,13 +24,14 @@ __all__ = ['LOOPED_PLANS', 'shard_model', 'rank_share', 'ShardedLearner', 'Shard
            'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
            'tensor_parallel']
 
-# %% ../../nbs/03f_distributed.ipynb #91ee0e83
+# %% ../../nbs/03f_distributed.ipynb #ca8ca3b1
 LOOPED_PLANS = ("root", "group", "blocks")
 
 def _blocks(mods) -> list:
     "Modules, with each ModuleList opened into its blocks."
     return [b for m in mods if m is not None for b in (m if isinstance(m, nn.ModuleList) else [m])]
 
+# %% ../../nbs/03f_distributed.ipynb #b2a045c3
 def shard_model(model: LoopedLM, mesh=None, param_dtype=None, looped: str = "root") -> LoopedLM:
     """FSDP2 over `model`: every block that runs once is its own unit, the looped blocks are sharded by `looped`
     ('root': in the root's unit, gathered once a step; 'group': one unit kept gathered through the forward;
@@ -137,15 +138,17 @@ class ShardedTrainer(Trainer):
         dist.all_reduce(t)
         return dict(zip(metrics, t.tolist()))
 
-# %% ../../nbs/03f_distributed.ipynb #7e4f6d2b
+# %% ../../nbs/03f_distributed.ipynb #c463d370
 def interleave_rows(w, parts: int, tp: int):
     "Rows stacked as `parts` equal parts → `tp` contiguous slices, slice r holding the r-th share of every part."
     return w.unflatten(0, (parts, tp, -1)).transpose(0, 1).flatten(0, 2)
 
+# %% ../../nbs/03f_distributed.ipynb #5196d821
 def deinterleave_rows(w, parts: int, tp: int):
     "The inverse of `interleave_rows`: back to the native stacking."
     return w.unflatten(0, (tp, parts, -1)).transpose(0, 1).flatten(0, 2)
 
+# %% ../../nbs/03f_distributed.ipynb #9853a741
 def stacked_rows(model: nn.Module) -> dict[str, int]:
     """Parameter name → parts, for every parameter whose module declares its rows stacked
     (`TensorParallel.tp_stacked_rows`)."""
@@ -153,13 +156,14 @@ def stacked_rows(model: nn.Module) -> dict[str, int]:
             for prefix, m in model.named_modules() if isinstance(m, TensorParallel)
             for name, parts in m.tp_stacked_rows.items()}
 
+# %% ../../nbs/03f_distributed.ipynb #4f1c4922
 def native_rows(model: nn.Module, name: str, t):
     """The whole tensor `t` of `model`'s parameter `name` in its native layout: rows `tensor_parallel` interleaved
     restacked."""
     parts = getattr(model, "tp_interleaved", {}).get(name)
     return deinterleave_rows(t, parts, model.tp_size) if parts else t
 
-# %% ../../nbs/03f_distributed.ipynb #17948df0
+# %% ../../nbs/03f_distributed.ipynb #f0845d3d
 def full_tensors(model: LoopedLM, dtype=None) -> dict:
     """The actor's complete native tensors from a sharded (FSDP2) or tensor-parallel model, as `hf.export_tensors`
     gives them for an unsharded one: CPU copies, floating tensors in `dtype` (fixed buffers stay FP32), tied aliases
@@ -176,6 +180,7 @@ def full_tensors(model: LoopedLM, dtype=None) -> dict:
         out[name] = t.to("cpu", copy=True).contiguous()
     return out
 
+# %% ../../nbs/03f_distributed.ipynb #f8967121
 @patch
 def publication(self: ShardedTrainer, on_device: bool = False):
     "The actor's native tensors and their digest on rank 0 (`({}, None)` on the others); every rank must call it."
@@ -190,13 +195,14 @@ def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str
     return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped,
                           tensor_parallel=tensor_parallel)
 
-# %% ../../nbs/03f_distributed.ipynb #74a90b79
+# %% ../../nbs/03f_distributed.ipynb #140a4500
 def _local_view(module: nn.Module, name: str):
     "While `module` runs, `module.<name>` reads the local shard of its DTensor parameter (gradients flow to the shard)."
     def read_local(m, args): object.__setattr__(m, name, m._parameters[name].to_local())
     def read_parameter(m, args, out): m.__dict__.pop(name, None)      # returns None: the output stays the module's
     module.register_forward_pre_hook(read_local); module.register_forward_hook(read_parameter)
 
+# %% ../../nbs/03f_distributed.ipynb #b7f8c806
 def _plan(m, tp):
     """The DTensor plan `m` declares (None for a module without one), after its share and its stacked rows are set for
     `tp` ranks."""
@@ -211,6 +217,7 @@ def _plan(m, tp):
             m.get_parameter(name).copy_(interleave_rows(m.get_parameter(name), parts, tp))
     return {k: styles[v]() for k, v in m.tp_plan.items()}
 
+# %% ../../nbs/03f_distributed.ipynb #959f93c3
 def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
     """Megatron-style tensor parallelism with DTensor over the 1-D `mesh`, as each module's `TensorParallel` declaration
     says: column- and row-parallel products, each rank running its share of the heads, head-indexed parameters
@@ -229,12 +236,13 @@ def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
     model.tp_size, model.tp_interleaved = tp, stacked_rows(model)
     return model
 
-# %% ../../nbs/03f_distributed.ipynb #0fce1b2d
+# %% ../../nbs/03f_distributed.ipynb #0e4fe683
 def _mesh(device):
     "A 1-D mesh over every rank of the default group, on `device`'s type (each rank on its own GPU for CUDA)."
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
 
+# %% ../../nbs/03f_distributed.ipynb #6e0c738f
 def _tp_split(models: list, device) -> object:
     "Split every model's heads over all ranks (a 1-D mesh over the default group); returns the mesh."
     mesh = _mesh(device)
@@ -249,7 +257,7 @@ def local_state(self: ShardedLearner) -> dict:
     return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()),
                 scheduler=self.sched.state_dict(), scaler=asdict(ScalerState.of(self)))
 
-# %% ../../nbs/03f_distributed.ipynb #bfe855ef
+# %% ../../nbs/03f_distributed.ipynb #b065a5a2
 def _like(p, v):
     """`v` (a local tensor) as a part of `p`: a DTensor with `p`'s mesh and placements when `p` is one and `v` has its
     local shape."""
@@ -258,6 +266,7 @@ def _like(p, v):
     return DTensor.from_local(v.to(p.to_local().device), p.device_mesh, p.placements, run_check=False, shape=p.shape,
                               stride=p.stride())
 
+# %% ../../nbs/03f_distributed.ipynb #a01fc89e
 @patch
 @torch.no_grad()
 def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: int = 0):
@@ -277,13 +286,14 @@ def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: i
              "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
              "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
-# %% ../../nbs/03f_distributed.ipynb #1eba37fa
+# %% ../../nbs/03f_distributed.ipynb #a5d55cdf
 def _gathered(model, x, name: str):
     """The whole tensor of a DTensor part (a collective), in the native row layout of `model`'s parameter `name`; other
     values as they are."""
     if hasattr(x, "full_tensor"): x = native_rows(model, name, x.full_tensor())
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
 
+# %% ../../nbs/03f_distributed.ipynb #e2c368b0
 @patch
 def full_state(self: ShardedLearner, optimizer: bool = True) -> dict:
     """The learner's state as one process's `Learner.state_dict` holds it (whole tensors, native layout, FP32 masters in
@@ -303,23 +313,26 @@ def full_state(self: ShardedLearner, optimizer: bool = True) -> dict:
                scaler=asdict(ScalerState.of(self)))
     return out if optimizer else {k: v for k, v in out.items() if k != "optimizer"}
 
+# %% ../../nbs/03f_distributed.ipynb #aa0e57ad
 def _aliases(model, names) -> set:
     "State-dict names that are other names of trained parameters (a tied head)."
     ids = {id(p) for n, p in model.named_parameters() if n in set(names)}
     return {k for k, v in model.state_dict(keep_vars=True).items() if id(v) in ids}
 
-# %% ../../nbs/03f_distributed.ipynb #a2737e4f
+# %% ../../nbs/03f_distributed.ipynb #0b54088d
 @patch
 def local_state(self: ShardedTrainer) -> dict:
     "This rank's part of the actor and critic learners (what its own checkpoint file holds)."
     return dict(actor=self.actor.local_state(), critic=None if self.critic is None else self.critic.local_state())
 
+# %% ../../nbs/03f_distributed.ipynb #333500ee
 @patch
 def load_local_state(self: ShardedTrainer, d: dict):
     "Continue from this rank's `local_state`."
     self.actor.load_local_state(d["actor"], "actor", self.rank)
     if self.critic is not None: self.critic.load_local_state(d["critic"], "critic", self.rank)
 
+# %% ../../nbs/03f_distributed.ipynb #89f4e5f0
 @patch
 def full_state(self: ShardedTrainer, optimizer: bool = True) -> dict:
     """The whole state in one process's `Trainer.state_dict` layout (a collective); without the optimizer state if not
