@@ -73,7 +73,7 @@ def step(self: MegatronLearner) -> dict:
     self.steps += 1; self.consecutive_skips = 0
     return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #1bfd0a43
+# %% ../../nbs/03g_megatron_trainer.ipynb #3539160b
 MASTERS = "fp32_from_fp16_params"       # where Megatron's FP16 optimizer keeps the FP32 masters in its state dict
 
 @patch
@@ -82,6 +82,7 @@ def counters(self: MegatronLearner) -> dict:
     return dict(scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
                 scaler=asdict(ScalerState.of(self)))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #35f48abb
 @patch
 def state_dict(self: MegatronLearner) -> dict:
     """The weights (native names), the FP32 masters, Megatron's optimizer state, the learning rates and the counters,
@@ -94,7 +95,7 @@ def state_dict(self: MegatronLearner) -> dict:
     master = opt.pop(MASTERS, None) if isinstance(opt, dict) else None
     return dict(model=state_copy(native_state(self.model)), master=master, optimizer=opt, **self.counters())
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #3cc63619
+# %% ../../nbs/03g_megatron_trainer.ipynb #27c7dcf4
 @patch
 def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | None = None):
     """Load Megatron's optimizer state `saved` with the FP32 masters `master`, through the `state.restore` gate: a part
@@ -109,6 +110,7 @@ def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | 
     if MASTERS in fresh: opt[MASTERS] = parts["master"]
     self.opt.load_state_dict(state_copy(opt))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #17d283c3
 @patch
 def restore_counters(self: MegatronLearner, d: dict):
     "Continue the learning rates and the counters of `counters()`, through the `state.restore` gate."
@@ -116,6 +118,7 @@ def restore_counters(self: MegatronLearner, d: dict):
                                    for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"])],
              "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #f926e92a
 @patch
 @torch.no_grad()
 def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
@@ -161,11 +164,12 @@ class MegatronTrainer(Trainer):
         t, _ = self.publication()
         return load_into(build_model(self.cfg, "actor", dtype=self.s.dtype), t, "the Megatron actor")
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #96571034
+# %% ../../nbs/03g_megatron_trainer.ipynb #785f555b
 def _data_parallel():
     from megatron.core import parallel_state as ps
     return ps.get_data_parallel_rank(), ps.get_data_parallel_world_size(), ps.get_data_parallel_group()
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #02b71c35
 @patch
 def step_share(self: MegatronTrainer, micro: list) -> list:
     """This data-parallel replica's micro-batches of a step (`distributed.rank_share`); its tensor-parallel ranks run
@@ -173,6 +177,7 @@ def step_share(self: MegatronTrainer, micro: list) -> list:
     rank, size, _ = _data_parallel()
     return [micro[i] for i in rank_share(len(micro), rank, size)]
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #88bed342
 @patch
 def reduce_step_metrics(self: MegatronTrainer, metrics: dict) -> dict:
     "A step's loss metrics summed over the data-parallel replicas (each weighted its share of the step)."
@@ -183,14 +188,16 @@ def reduce_step_metrics(self: MegatronTrainer, metrics: dict) -> dict:
     dist.all_reduce(t, group=group)
     return dict(zip(metrics, t.tolist()))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #e1ff4029
 def build_megatron_trainer(model_dir, s: TrainSettings, device="cuda", cfg: LoopedConfig | None = None,
                            tensor_parallel: int = 1) -> MegatronTrainer:
     "`trainer.build_trainer` for `--backend megatron`: the same start (`native_start`), in Megatron-core's models."
     return MegatronTrainer(*native_start(model_dir, s, cfg), s, device, tensor_parallel=tensor_parallel)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #719947a5
+# %% ../../nbs/03g_megatron_trainer.ipynb #309aeb4b
 def _inner_optimizers(opt) -> list: return [o.optimizer for o in getattr(opt, "chained_optimizers", [opt])]
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #29054c5b
 def _start_adam_state(opt):
     """Adam's state at step 0 for every parameter of Megatron's optimizer `opt` that has none (its distributed optimizer
     reads a step)."""
@@ -199,6 +206,7 @@ def _start_adam_state(opt):
             if not o.state[p]:
                 o.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #16c73b74
 def _adam_step_into_state(opt):
     """Where the distributed optimizer loaded Adam's step into the parameter groups, move it to each parameter's state,
     where torch's Adam reads it."""
@@ -208,6 +216,7 @@ def _adam_step_into_state(opt):
                 step = float(g.pop("step"))
                 for p in g["params"]: o.state[p]["step"] = torch.tensor(step)
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #81487f85
 @patch
 def sharded_state(self: MegatronLearner, role: str, loading: bool = False) -> dict:
     """Megatron's sharded state of the model (its keys under `role`.model.) and of its optimizer (masters, moments), for
@@ -218,7 +227,7 @@ def sharded_state(self: MegatronLearner, role: str, loading: bool = False) -> di
     layout = dict(distrib_optim_sharding_type="dp_reshardable")
     return dict(model=model, optimizer=self.opt.sharded_state_dict(model, is_loading=loading, metadata=layout))
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #acea8ae5
+# %% ../../nbs/03g_megatron_trainer.ipynb #d5e32b19
 @patch
 def fresh_parts(self: MegatronLearner, role: str) -> dict:
     """Copies of the parts a resume leaves fresh (`state.left_fresh`), taken before `dist_checkpointing.load` fills the
@@ -226,6 +235,7 @@ def fresh_parts(self: MegatronLearner, role: str) -> dict:
     if not left_fresh(role, "master", "optimizer"): return {}
     return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #ada04fb0
 @patch
 @torch.no_grad()
 def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str, fresh: dict):
@@ -239,7 +249,7 @@ def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str,
     _adam_step_into_state(self.opt)
     self.restore_counters(counters)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #07f91928
+# %% ../../nbs/03g_megatron_trainer.ipynb #c71ab60a
 @patch
 def save(self: MegatronTrainer, d):
     """Write the state into checkpoint directory `d` (every rank calls it): each learner's model and optimizer through
@@ -254,6 +264,7 @@ def save(self: MegatronTrainer, d):
         save_trainer_state({r: L.counters() for r, L in self.learners().items()}, Path(d), dist.get_world_size(),
                            self.tp)
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #2668e8f1
 @patch
 def load(self: MegatronTrainer, d):
     """Continue from checkpoint directory `d` as `save` wrote it (every rank calls it), on as many ranks of the same
