@@ -25,7 +25,7 @@ from .vllm_plugin import SEED_KEY, check_vllm_version, patch_sampler
 __all__ = ['attention_modules', 'rebind_attention', 'paged_attention_fp64', 'plane_attention', 'flat_states', 'LoopedForCausalLM',
            'LooprlWorkerExtension', 'VllmEngine']
 
-# %% ../../nbs/02g_vllm.ipynb #12cb5312
+# %% ../../nbs/02g_vllm.ipynb #cc2858c6
 def _plane_forward(self, x, ctx, plane):
     """A `PlaneAttention` on vLLM: its own projections, biases and RoPE, then `self.vllm_planes[plane]` over the flat
     tokens."""
@@ -35,10 +35,12 @@ def _plane_forward(self, x, ctx, plane):
     return self.output(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0],
                                        v.flatten(-2)[0])[None])
 
+# %% ../../nbs/02g_vllm.ipynb #058b81cd
 def attention_modules(model) -> list:
     "The physical attention modules of a looprl provider (one per physical layer)."
     return [m for m in model.modules() if isinstance(m, PlaneAttention)]
 
+# %% ../../nbs/02g_vllm.ipynb #475eb448
 def rebind_attention(model, planes):
     """Give each physical attention module of `model` the vLLM-side forward over `planes` (indexed by looprl's plane
     number)."""
@@ -182,7 +184,7 @@ class VllmEngine(Engine):
                        worker_extension_cls="looprl.rollout.vllm_engine.LooprlWorkerExtension", **vllm_args)
         self._stale = True                      # the workers hold dummy weights until the first commit
 
-# %% ../../nbs/02g_vllm.ipynb #d563fb5b
+# %% ../../nbs/02g_vllm.ipynb #46b96ad4
 @patch
 def commit(self: VllmEngine, digest: str | None = None) -> str:
     "The native commit (checks, digest, version rules), then the committed tensors into vLLM's workers."
@@ -191,6 +193,7 @@ def commit(self: VllmEngine, digest: str | None = None) -> str:
     if self._stale or (self.committed_version, self.committed_digest) != before: self._push()
     return got
 
+# %% ../../nbs/02g_vllm.ipynb #afc37351
 @patch
 def _push(self: VllmEngine):
     "Write the committed parameters (one name per storage), reload them in every worker, drop the prefix cache."
@@ -205,6 +208,7 @@ def _push(self: VllmEngine):
         raise PublicationError("vLLM refused to reset its prefix cache after a weight reload")
     self._stale = False
 
+# %% ../../nbs/02g_vllm.ipynb #86c8c8d1
 @patch
 def live_tensor(self: VllmEngine, name: str) -> torch.Tensor:
     "A tensor of the model vLLM serves, read back from its worker (for checks)."
@@ -240,7 +244,7 @@ def generate(self: VllmEngine, requests: Sequence[Request]) -> list[Completion]:
     outs = self.llm.generate(list(prompts), list(params), use_tqdm=False) if requests else []
     return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outs)]
 
-# %% ../../nbs/02g_vllm.ipynb #adcdff4f
+# %% ../../nbs/02g_vllm.ipynb #c1ed5169
 @patch
 def _completion(self: VllmEngine, r: Request, out) -> Completion:
     cfg, tk = self.cfg, [int(t) for t in out.token_ids]
@@ -256,6 +260,7 @@ def _completion(self: VllmEngine, r: Request, out) -> Completion:
                       logprobs=lps, depths=[cfg.depth] * n, trace=trace, policy_version=self.committed_version,
                       publication_digest=self.committed_digest, seed=int(r.seed), temperature=float(r.temperature))
 
+# %% ../../nbs/02g_vllm.ipynb #88b2d983
 @patch
 def close(self: VllmEngine):
     "Stop vLLM's engine process and workers."
