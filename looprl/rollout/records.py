@@ -16,7 +16,7 @@ from .exits import check_exit_rule
 # %% auto #0
 __all__ = ['Request', 'check_requests', 'Completion', 'Rollout']
 
-# %% ../../nbs/02a_records.ipynb #04c4104f
+# %% ../../nbs/02a_records.ipynb #f89762dd
 @dataclass(frozen=True)
 class Request:
     """One completion to generate: prompt ids, the completion seed, the token budget, temperature (0: greedy) and stop
@@ -30,10 +30,12 @@ class Request:
     exit_threshold: float = 1.0
     exit_mode: str = "threshold" # or sample: at a level drawn in (0, q] from the completion's seed
 
+# %% ../../nbs/02a_records.ipynb #9e6cf968
 def _int(x):
     if isinstance(x, bool): raise TypeError
     return operator.index(x)
 
+# %% ../../nbs/02a_records.ipynb #267a897a
 def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int):
     "Refuse the first invalid request with a ValueError that names its index and field."
     V = cfg.vocab_size
