@@ -15,28 +15,33 @@ from torch.autograd.function import once_differentiable
 __all__ = ['M32', 'mix_word', 'absorb_word', 'fmix32', 'hash_uniform', 'vocab_spans', 'chunked_logsumexp', 'selected_logprobs',
            'processed_logprobs', 'sample_tokens']
 
-# %% ../../nbs/02b_sampling.ipynb #1b9c4f46
+# %% ../../nbs/02b_sampling.ipynb #acef1445
 M32 = 0xFFFFFFFF
 
 def _mul32(x, c: int):
     "(x · c) mod 2³² for int64 x < 2³² and a constant c < 2³²; every intermediate is < 2⁴⁹."
     return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
 
+# %% ../../nbs/02b_sampling.ipynb #30589dea
 def _rotl32(x, r: int): return ((x << r) & M32) | (x >> (32 - r))
 
+# %% ../../nbs/02b_sampling.ipynb #ea15fc6e
 def mix_word(k):
     "MurmurHash3's scrambling of one 32-bit input word."
     return _mul32(_rotl32(_mul32(k, 0xCC9E2D51), 15), 0x1B873593)
 
+# %% ../../nbs/02b_sampling.ipynb #3f58fc31
 def absorb_word(h, k_mixed):
     "One MurmurHash3 block round: absorb a scrambled word into the state `h`."
     return (_rotl32(h ^ k_mixed, 13) * 5 + 0xE6546B64) & M32
 
+# %% ../../nbs/02b_sampling.ipynb #ab669158
 def fmix32(h):
     h = h ^ (h >> 16); h = _mul32(h, 0x85EBCA6B)
     h = h ^ (h >> 13); h = _mul32(h, 0xC2B2AE35)
     return h ^ (h >> 16)
 
+# %% ../../nbs/02b_sampling.ipynb #697aa86e
 def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     "u[b, v] ∈ (0, 1), float64: MurmurHash3 of (seed_b low, seed_b high, position_b, v); seeds, positions int64 [B]."
     s = seeds.to(torch.int64)

@@ -49,16 +49,18 @@ def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-
     if mode == "token-mean": return masked_mean(loss_tok, mask)
     raise ValueError(f"unknown aggregation {mode!r}; choose one of {', '.join(AGGREGATIONS)}")
 
-# %% ../../nbs/03a_objectives.ipynb #a0328609
+# %% ../../nbs/03a_objectives.ipynb #430099ef
 def _check_right_padded(m: torch.Tensor, who: str):
     if m.dim() != 2: raise ValueError(f"{who}: mask must be [N, T], got {tuple(m.shape)}")
     if (m[:, 1:] & ~m[:, :-1]).any(): raise ValueError(f"{who}: mask must be right-padded (valid tokens first)")
 
+# %% ../../nbs/03a_objectives.ipynb #6018b547
 def _check_rewards(rewards: torch.Tensor, n: int, who: str):
     if rewards.dim() != 1 or rewards.shape[0] != n:
         raise ValueError(f"{who}: rewards must be [{n}], got {tuple(rewards.shape)}")
     if not torch.isfinite(rewards).all(): raise ValueError(f"{who}: rewards contain NaN or inf")
 
+# %% ../../nbs/03a_objectives.ipynb #1f453157
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95):
     """GAE(γ, λ) with each sequence's scalar reward on its last response token; returns (advantages, returns), both [N,
     T]."""
@@ -94,28 +96,33 @@ def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     flat = (r == r[:, :1]).all(-1, keepdim=True)
     return torch.where(flat, torch.zeros((), dtype=r.dtype, device=r.device), adv).view(N)
 
-# %% ../../nbs/03a_objectives.ipynb #551e73bf
+# %% ../../nbs/03a_objectives.ipynb #8fabd8fd
 def _token_adv(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if advantages.dim() == 1: advantages = advantages[:, None].expand(mask.shape)
     if advantages.shape != mask.shape:
         raise ValueError(f"advantages {tuple(advantages.shape)} do not match mask {tuple(mask.shape)}")
     return advantages.detach()
 
+# %% ../../nbs/03a_objectives.ipynb #cd36a447
 def _log_ratio(logp, logp_ref, m):
     "log π − log π_ref on valid tokens, 0 on padding (so exp() is 1 there and no inf/NaN reaches autograd)."
     return torch.where(m, logp - logp_ref.detach().to(logp.dtype),
                        torch.zeros((), dtype=logp.dtype, device=logp.device))
 
+# %% ../../nbs/03a_objectives.ipynb #94917179
 def _f(x) -> float: return float(x.detach()) if torch.is_tensor(x) else float(x)
 
+# %% ../../nbs/03a_objectives.ipynb #4cd3ae8b
 def _ratio_metrics(log_ratio, m) -> dict:
     lr = log_ratio.detach()
     return dict(approx_kl=_f(masked_mean(torch.expm1(lr) - lr, m)), ratio_dev=_f(masked_mean(torch.expm1(lr).abs(), m)))
 
+# %% ../../nbs/03a_objectives.ipynb #64e703cb
 def _clipped_surrogate(ratio, A, clip_low, clip_high):
     unclipped, clipped = -ratio * A, -ratio.clamp(1 - clip_low, 1 + clip_high) * A
     return torch.maximum(unclipped, clipped), clipped > unclipped
 
+# %% ../../nbs/03a_objectives.ipynb #dac34d07
 def ppo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 0.2, clip_high: float = 0.2,
                     agg: str = "seq-mean-token-mean"):
     "Clipped PPO surrogate against the behaviour log-probs; returns (loss, metrics)."

@@ -63,7 +63,7 @@ class TrainSettings:
     @property
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
-# %% ../../nbs/03b_train_settings.ipynb #32dd5692
+# %% ../../nbs/03b_train_settings.ipynb #d6890b79
 TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
                      backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"))
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
@@ -72,6 +72,7 @@ _COUNTS = dict(micro_batch_size=1, kl_chunk_size=1, max_skipped_steps=1, warmup_
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
+# %% ../../nbs/03b_train_settings.ipynb #faf79e53
 @patch
 def validate(self: TrainSettings) -> TrainSettings:
     "Refuse impossible settings with a message naming the field."
