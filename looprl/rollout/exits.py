@@ -44,7 +44,8 @@ def check_exit_rule(threshold, mode, where: str = "") -> ExitRule:
 EXIT_WORD = M32      # the counter word of the exit draw: never a token id, so it never shares a token's Gumbel noise
 
 def exit_uniform(seeds: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """u ∈ (0, 1), float64 [B, S]: the sampler's counter hash (`looprl.rollout.sampling.hash_uniform`) of (seed_b, position,
+    """u ∈ (0, 1), float64 [B, S]: the sampler's counter hash (`looprl.rollout.sampling.hash_uniform`) of (seed_b,
+    position,
     EXIT_WORD) for seeds int64 [B] and positions int64 [B, S]; a token's exit draw sits at the position it produces."""
     p = positions.to(torch.int64)
     s = seeds.to(torch.int64).to(p.device)[:, None].expand_as(p)

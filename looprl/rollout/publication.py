@@ -17,18 +17,21 @@ from ..core.digest import submit_blocks, gather_blocks, leaf_from_blocks, digest
 # %% auto #0
 __all__ = ['PublicationError', 'Publication']
 
-# %% ../../nbs/02c_publication.ipynb #0a771330
+# %% ../../nbs/02c_publication.ipynb #202259f6
 class PublicationError(ValueError):
     "A publication the engine refuses; the engine keeps serving its committed version."
 
+# %% ../../nbs/02c_publication.ipynb #7ed2f755
 class Publication:
     "One open publication: staged copies of the received tensors, their digest leaves, and the checks."
     def __init__(self, model: LoopedLM, version: int):
         self.model, self.version = model, version
         self.staged, by_storage = {}, {}
         fixed = model.fixed_buffers()
-        for n, t in model.state_dict().items():     # tied aliases share one staging buffer; fixed buffers are checked on the CPU
-            self.staged[n] = by_storage.setdefault(t.data_ptr(), torch.empty_like(t, device="cpu" if n in fixed else t.device))
+        # tied aliases share one staging buffer; fixed buffers are checked on the CPU
+        for n, t in model.state_dict().items():
+            self.staged[n] = by_storage.setdefault(t.data_ptr(),
+                                                   torch.empty_like(t, device="cpu" if n in fixed else t.device))
         self.alias_group = {n: group for group in model.tied_aliases() for n in group}
         self.blocks, self.meta, self.sent, self.pool = {}, {}, {}, ThreadPoolExecutor(16)
         self.on_gpu = {}        # name -> CUDA tensor whose blocks are hashed at check(), in one launch per device
@@ -43,9 +46,11 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
         if name in self.blocks: raise PublicationError(f"{src}: tensor {name} was already received")
         if name not in self.staged: raise PublicationError(f"{src}: unexpected tensor {name}")
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+            raise PublicationError(f"{src}: tensor {name} must be a floating-point tensor, got "
+                                   f"{getattr(t, 'dtype', type(t).__name__)}")
         if t.shape != self.staged[name].shape:
-            raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected {list(self.staged[name].shape)}")
+            raise PublicationError(f"{src}: tensor {name} has shape {list(t.shape)}, expected "
+                                   f"{list(self.staged[name].shape)}")
         other = next((a for a in self.alias_group.get(name, ()) if a != name and a in self.blocks), None)
         if other is not None:       # a later alias of a tied tensor: equal to what was sent first, or refused
             first = self.sent[other]          # compared as sent, before any cast to the engine's dtype
@@ -54,7 +59,8 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
             self.blocks[name] = self.blocks[other]          # same bytes, same block hashes
         else:
             stage, on = self.staged[name], None
-            if t.is_cuda:           # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
+            # hashed on a GPU at check(): the staged copy when it holds the bytes sent, else t as sent
+            if t.is_cuda:
                 from looprl.core.gpu_digest import usable
                 on = stage if stage.dtype == t.dtype and stage.is_cuda else t
                 if not usable(on): on = None
@@ -64,7 +70,7 @@ def receive(self: Publication, chunk: Mapping[str, torch.Tensor]):
             stage.copy_(t)
         self.meta[name] = (t.dtype, tuple(t.shape))
 
-# %% ../../nbs/02c_publication.ipynb #9ab00006
+# %% ../../nbs/02c_publication.ipynb #48444dcb
 @patch
 def check(self: Publication) -> str:
     "Refuse an incomplete or inconsistent publication; return its digest."
@@ -78,6 +84,7 @@ def check(self: Publication) -> str:
     blocks = lambda b: gpu[b] if isinstance(b, str) else gather_blocks(b)   # a GPU name, or pool futures
     return digest_from_leaves({n: leaf_from_blocks(n, *self.meta[n], blocks(b)) for n, b in self.blocks.items()})
 
+# %% ../../nbs/02c_publication.ipynb #bd1d3067
 @patch
 @torch.no_grad()
 def apply(self: Publication):
@@ -86,5 +93,6 @@ def apply(self: Publication):
     dev = next(self.model.parameters()).device
     if dev.type == "cuda": torch.cuda.synchronize(dev)
 
+# %% ../../nbs/02c_publication.ipynb #4d3dd5a7
 @patch
 def close(self: Publication): self.pool.shutdown(wait=False); self.staged, self.sent, self.on_gpu = {}, {}, {}

@@ -16,22 +16,26 @@ from .exits import check_exit_rule
 # %% auto #0
 __all__ = ['Request', 'check_requests', 'Completion', 'Rollout']
 
-# %% ../../nbs/02a_records.ipynb #04c4104f
+# %% ../../nbs/02a_records.ipynb #f89762dd
 @dataclass(frozen=True)
 class Request:
-    "One completion to generate: prompt ids, the completion seed, the token budget, temperature (0: greedy) and stop ids."
+    """One completion to generate: prompt ids, the completion seed, the token budget, temperature (0: greedy) and stop
+    ids."""
     prompt_ids: Sequence[int]
     seed: int
     max_new_tokens: int
     temperature: float = 1.0
     stop_ids: tuple = ()
-    exit_threshold: float = 1.0  # Ouro's adaptive exit (looprl.rollout.exits): leave the loop at cumulative exit probability ≥ q
+    # Ouro's adaptive exit (looprl.rollout.exits): leave the loop at cumulative exit probability ≥ q
+    exit_threshold: float = 1.0
     exit_mode: str = "threshold" # or sample: at a level drawn in (0, q] from the completion's seed
 
+# %% ../../nbs/02a_records.ipynb #9e6cf968
 def _int(x):
     if isinstance(x, bool): raise TypeError
     return operator.index(x)
 
+# %% ../../nbs/02a_records.ipynb #267a897a
 def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int):
     "Refuse the first invalid request with a ValueError that names its index and field."
     V = cfg.vocab_size
@@ -55,10 +59,12 @@ def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int)
                 if not 0 <= x < V: raise ValueError(f"{at}: {field}[{j}] = {x} is outside the vocabulary [0, {V})")
         try: rule = check_exit_rule(r.exit_threshold, r.exit_mode)
         except ValueError as e: raise ValueError(f"{at}: {e}") from None
-        if rule.adaptive and cfg.family != "ouro": raise ValueError(f"{at}: exit_threshold/exit_mode: adaptive exit is Ouro's, not {cfg.family}'s")
+        if rule.adaptive and cfg.family != "ouro":
+            raise ValueError(f"{at}: exit_threshold/exit_mode: adaptive exit is Ouro's, not {cfg.family}'s")
         P = len(r.prompt_ids)
         if P + n > max_len:
-            raise ValueError(f"{at}: prompt of {P} tokens + max_new_tokens {n} = {P + n} positions exceeds the engine's max_len {max_len}")
+            raise ValueError(f"{at}: prompt of {P} tokens + max_new_tokens {n} = {P + n} positions exceeds the "
+                             f"engine's max_len {max_len}")
 
 # %% ../../nbs/02a_records.ipynb #52e156ac
 @dataclass
@@ -94,15 +100,18 @@ class Rollout:
     rewards: list                # its reward
     temperature: float           # the temperature every completion was sampled at; the trainer replays at it
     depths: list | None = None   # each completion's per-token exit depths (needed when the exit rule below is adaptive)
-    exit_threshold: float = 1.0  # the exit rule every completion was sampled under (looprl.rollout.exits); the trainer replays it
+    # the exit rule every completion was sampled under (looprl.rollout.exits); the trainer replays it
+    exit_threshold: float = 1.0
     exit_mode: str = "threshold"
 
     def __post_init__(self):
         n = len(self.prompt_ids)
         for name in ("response_ids", "logprobs", "seeds", "rewards"):
-            if len(getattr(self, name)) != n: raise ValueError(f"rollout: {len(getattr(self, name))} {name} for {n} prompts")
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"rollout: {len(getattr(self, name))} {name} for {n} prompts")
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
             raise ValueError(f"rollout: temperature must be a finite number > 0, got {t!r}")
         for i, (r, lp) in enumerate(zip(self.response_ids, self.logprobs)):
-            if len(r) != len(lp): raise ValueError(f"rollout: completion {i} has {len(lp)} log-probs for {len(r)} tokens")
+            if len(r) != len(lp):
+                raise ValueError(f"rollout: completion {i} has {len(lp)} log-probs for {len(r)} tokens")

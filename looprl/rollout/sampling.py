@@ -15,28 +15,33 @@ from torch.autograd.function import once_differentiable
 __all__ = ['M32', 'mix_word', 'absorb_word', 'fmix32', 'hash_uniform', 'vocab_spans', 'chunked_logsumexp', 'selected_logprobs',
            'processed_logprobs', 'sample_tokens']
 
-# %% ../../nbs/02b_sampling.ipynb #1b9c4f46
+# %% ../../nbs/02b_sampling.ipynb #acef1445
 M32 = 0xFFFFFFFF
 
 def _mul32(x, c: int):
     "(x · c) mod 2³² for int64 x < 2³² and a constant c < 2³²; every intermediate is < 2⁴⁹."
     return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
 
+# %% ../../nbs/02b_sampling.ipynb #30589dea
 def _rotl32(x, r: int): return ((x << r) & M32) | (x >> (32 - r))
 
+# %% ../../nbs/02b_sampling.ipynb #ea15fc6e
 def mix_word(k):
     "MurmurHash3's scrambling of one 32-bit input word."
     return _mul32(_rotl32(_mul32(k, 0xCC9E2D51), 15), 0x1B873593)
 
+# %% ../../nbs/02b_sampling.ipynb #3f58fc31
 def absorb_word(h, k_mixed):
     "One MurmurHash3 block round: absorb a scrambled word into the state `h`."
     return (_rotl32(h ^ k_mixed, 13) * 5 + 0xE6546B64) & M32
 
+# %% ../../nbs/02b_sampling.ipynb #ab669158
 def fmix32(h):
     h = h ^ (h >> 16); h = _mul32(h, 0x85EBCA6B)
     h = h ^ (h >> 13); h = _mul32(h, 0xC2B2AE35)
     return h ^ (h >> 16)
 
+# %% ../../nbs/02b_sampling.ipynb #697aa86e
 def hash_uniform(seeds: torch.Tensor, positions: torch.Tensor, vocab_size: int) -> torch.Tensor:
     "u[b, v] ∈ (0, 1), float64: MurmurHash3 of (seed_b low, seed_b high, position_b, v); seeds, positions int64 [B]."
     s = seeds.to(torch.int64)
@@ -55,7 +60,8 @@ def vocab_spans(V: int, chunk_size: int | None):
 def _acc(dtype): return torch.float64 if dtype == torch.float64 else torch.float32
 
 def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=None) -> torch.Tensor:
-    "log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time; no gradient."
+    """log Σ_v exp(logits[..., v]) summed in `acc` (default FP32, FP64 for FP64 input), one vocabulary chunk at a time;
+    no gradient."""
     with torch.no_grad():
         dt = acc or _acc(logits.dtype)
         spans = vocab_spans(logits.shape[-1], chunk_size)
@@ -70,7 +76,8 @@ def chunked_logsumexp(logits: torch.Tensor, chunk_size: int | None = 8192, acc=N
 class _SelectedLogprob(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, actions, chunk_size):
-        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)          # FP64 sums: the same bits for any chunking
+        # FP64 sums: the same bits for any chunking
+        lse = chunked_logsumexp(logits, chunk_size, acc=torch.float64)
         out = (logits.gather(-1, actions[..., None]).squeeze(-1).double() - lse).to(_acc(logits.dtype))
         ctx.save_for_backward(logits, actions, lse.to(_acc(logits.dtype)))
         ctx.chunk_size = chunk_size
@@ -87,13 +94,16 @@ class _SelectedLogprob(torch.autograd.Function):
         return grad, None, None
 
 def selected_logprobs(logits: torch.Tensor, actions: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
-    "log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized temporaries."
-    if logits.shape[:-1] != actions.shape: raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
+    """log softmax(logits)[..., actions] in FP32 (summed in FP64), differentiable w.r.t. logits, with chunk-sized
+    temporaries."""
+    if logits.shape[:-1] != actions.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} and actions {tuple(actions.shape)} do not match")
     return _SelectedLogprob.apply(logits, actions.long(), chunk_size)
 
 # %% ../../nbs/02b_sampling.ipynb #aa44e267
 def processed_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature) -> torch.Tensor:
-    "log_softmax(logits / T) at `tokens`, in FP32: `selected_logprobs`, the trainer's own function. T a number or a tensor broadcastable to tokens."
+    """log_softmax(logits / T) at `tokens`, in FP32: `selected_logprobs`, the trainer's own function. T a number or a
+    tensor broadcastable to tokens."""
     T = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
     z = logits.float() / T[..., None] if T.dim() else logits.float() / T
     return selected_logprobs(z, tokens.to(torch.int64))

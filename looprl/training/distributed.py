@@ -24,13 +24,14 @@ __all__ = ['LOOPED_PLANS', 'shard_model', 'rank_share', 'ShardedLearner', 'Shard
            'deinterleave_rows', 'stacked_rows', 'native_rows', 'full_tensors', 'build_sharded_trainer',
            'tensor_parallel']
 
-# %% ../../nbs/03f_distributed.ipynb #91ee0e83
+# %% ../../nbs/03f_distributed.ipynb #ca8ca3b1
 LOOPED_PLANS = ("root", "group", "blocks")
 
 def _blocks(mods) -> list:
     "Modules, with each ModuleList opened into its blocks."
     return [b for m in mods if m is not None for b in (m if isinstance(m, nn.ModuleList) else [m])]
 
+# %% ../../nbs/03f_distributed.ipynb #b2a045c3
 def shard_model(model: LoopedLM, mesh=None, param_dtype=None, looped: str = "root") -> LoopedLM:
     """FSDP2 over `model`: every block that runs once is its own unit, the looped blocks are sharded by `looped`
     ('root': in the root's unit, gathered once a step; 'group': one unit kept gathered through the forward;
@@ -58,8 +59,9 @@ def rank_share(n_micro: int, rank: int, world_size: int) -> list[int]:
     """The micro-batches of one optimizer step that `rank` runs: r, r+N, r+2N, … (round robin over the trainer's own
     consecutive micro-batches). Every rank must run as many as the others (each forward gathers collectively)."""
     if n_micro % world_size:
-        raise ValueError(f"micro_batch_size: one optimizer step makes {n_micro} micro-batches, which do not split evenly over "
-                         f"{world_size} trainer processes (make rows per step ÷ micro_batch_size a multiple of {world_size})")
+        raise ValueError(f"micro_batch_size: one optimizer step makes {n_micro} micro-batches, which do not split "
+                         f"evenly over {world_size} trainer processes (make rows per step ÷ micro_batch_size a "
+                         f"multiple of {world_size})")
     return list(range(rank, n_micro, world_size))
 
 # %% ../../nbs/03f_distributed.ipynb #50011cf7
@@ -69,26 +71,32 @@ class ShardedLearner(Learner):
     with FSDP2 in fp16 the forward and backward run in FP16, gradients reach the shards in FP32 and the loss is scaled
     by `loss_scale`. `backward`, `zero_grad`, the optimizer and the warm-up schedule are `Learner`'s own."""
     def __init__(self, model: LoopedLM, s: TrainSettings, mesh=None, looped: str = "root", fsdp: bool = True):
-        if not fsdp and s.precision == "fp16": raise ValueError("precision: tensor parallelism trains in fp32 (fp16 masters are FSDP2's)")
+        if not fsdp and s.precision == "fp16":
+            raise ValueError("precision: tensor parallelism trains in fp32 (fp16 masters are FSDP2's)")
         if fsdp: shard_model(model, mesh, torch.float16 if s.precision == "fp16" else None, looped)
-        super().__init__(model, dataclasses.replace(s, precision="fp32"))     # keep the FP32 shards: no .half(), no copies
+        # keep the FP32 shards: no .half(), no copies
+        super().__init__(model, dataclasses.replace(s, precision="fp32"))
         self.s, self.scale = s, (s.loss_scale if s.precision == "fp16" else 1.0)
 
     def _local_grads(self) -> list:
-        "(local gradient, weight) per parameter: a sharded gradient counts once; a whole copy on every rank, 1/world each."
+        """(local gradient, weight) per parameter: a sharded gradient counts once; a whole copy on every rank, 1/world
+        each."""
         w = 1.0 / dist.get_world_size()
-        return [(g.to_local(), 1.0 if any(p.is_shard() for p in g.placements) else w) if hasattr(g, "to_local") else (g, w)
+        return [(g.to_local(), 1.0 if any(p.is_shard() for p in g.placements) else w)
+                if hasattr(g, "to_local") else (g, w)
                 for g in (p.grad for p in self.opt_params) if g is not None]
 
 # %% ../../nbs/03f_distributed.ipynb #da7457f3
 @patch
 @torch.no_grad()
 def step(self: ShardedLearner) -> dict:
-    "Unscale; one all-reduce of (Σ g², non-finite count) over the shards; skip on every rank if any rank overflowed; clip; step."
+    """Unscale; one all-reduce of (Σ g², non-finite count) over the shards; skip on every rank if any rank overflowed;
+    clip; step."""
     grads = self._local_grads()
     if self.scale != 1.0:
         for g, _ in grads: g.div_(self.scale)
-    local = torch.tensor([sum(w * float(g.double().pow(2).sum()) for g, w in grads), sum(float((~torch.isfinite(g)).sum()) for g, _ in grads)],
+    local = torch.tensor([sum(w * float(g.double().pow(2).sum()) for g, w in grads),
+                          sum(float((~torch.isfinite(g)).sum()) for g, _ in grads)],
                          dtype=torch.float64, device=comm_device())
     total = local.clone(); dist.all_reduce(total)
     lr = self.sched.get_last_lr()[0]
@@ -109,12 +117,14 @@ class ShardedTrainer(Trainer):
     every row on every rank. With FSDP2 (`tensor_parallel=1`) an optimizer step runs this rank's `rank_share` of its
     micro-batches and its loss metrics are summed over ranks; with `tensor_parallel` = the world size every rank runs
     every micro-batch on its share of the heads. Either way every rank returns what one process would."""
-    def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None, looped: str = "root",
-                 tensor_parallel: int = 1):
-        # FP32 shards; blocks stay eager under FSDP2's hooks; 'cuda': this rank's GPU
-        super().__init__(actor, critic, dataclasses.replace(s, precision="fp32", compile_blocks=False), rank_device(device))
+    def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu", mesh=None,
+                 looped: str = "root", tensor_parallel: int = 1):
+        # FP32 shards (no .half(), no copies); blocks stay eager under FSDP2's hooks; 'cuda': this rank's GPU
+        s32 = dataclasses.replace(s, precision="fp32", compile_blocks=False)
+        super().__init__(actor, critic, s32, rank_device(device))
         self.s, self.rank, self.world, self.tp = s, dist.get_rank(), dist.get_world_size(), tensor_parallel
-        if self.tp not in (1, self.world): raise ValueError(f"tensor_parallel: must be 1 or the world size {self.world}, got {self.tp}")
+        if self.tp not in (1, self.world):
+            raise ValueError(f"tensor_parallel: must be 1 or the world size {self.world}, got {self.tp}")
         if self.tp > 1: mesh = _tp_split([self.actor.model] + ([self.critic.model] if self.critic else []), self.device)
         elif mesh is None: mesh = _mesh(self.device)
         self.actor = ShardedLearner(self.actor.model, s, mesh, looped, fsdp=self.tp == 1)
@@ -125,35 +135,43 @@ class ShardedTrainer(Trainer):
 
     def reduce_step_metrics(self, metrics: dict) -> dict:
         if self.tp > 1: return metrics                    # every rank ran every micro-batch
-        t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64, device=comm_device()); dist.all_reduce(t)
+        t = torch.tensor([float(v) for v in metrics.values()], dtype=torch.float64, device=comm_device())
+        dist.all_reduce(t)
         return dict(zip(metrics, t.tolist()))
 
-# %% ../../nbs/03f_distributed.ipynb #7e4f6d2b
+# %% ../../nbs/03f_distributed.ipynb #c463d370
 def interleave_rows(w, parts: int, tp: int):
     "Rows stacked as `parts` equal parts → `tp` contiguous slices, slice r holding the r-th share of every part."
     return w.unflatten(0, (parts, tp, -1)).transpose(0, 1).flatten(0, 2)
 
+# %% ../../nbs/03f_distributed.ipynb #5196d821
 def deinterleave_rows(w, parts: int, tp: int):
     "The inverse of `interleave_rows`: back to the native stacking."
     return w.unflatten(0, (tp, parts, -1)).transpose(0, 1).flatten(0, 2)
 
+# %% ../../nbs/03f_distributed.ipynb #9853a741
 def stacked_rows(model: nn.Module) -> dict[str, int]:
-    "Parameter name → parts, for every parameter whose module declares its rows stacked (`TensorParallel.tp_stacked_rows`)."
-    return {f"{prefix}.{name}" if prefix else name: parts for prefix, m in model.named_modules() if isinstance(m, TensorParallel)
+    """Parameter name → parts, for every parameter whose module declares its rows stacked
+    (`TensorParallel.tp_stacked_rows`)."""
+    return {f"{prefix}.{name}" if prefix else name: parts
+            for prefix, m in model.named_modules() if isinstance(m, TensorParallel)
             for name, parts in m.tp_stacked_rows.items()}
 
+# %% ../../nbs/03f_distributed.ipynb #4f1c4922
 def native_rows(model: nn.Module, name: str, t):
-    "The whole tensor `t` of `model`'s parameter `name` in its native layout: rows `tensor_parallel` interleaved restacked."
+    """The whole tensor `t` of `model`'s parameter `name` in its native layout: rows `tensor_parallel` interleaved
+    restacked."""
     parts = getattr(model, "tp_interleaved", {}).get(name)
     return deinterleave_rows(t, parts, model.tp_size) if parts else t
 
-# %% ../../nbs/03f_distributed.ipynb #17948df0
+# %% ../../nbs/03f_distributed.ipynb #f0845d3d
 def full_tensors(model: LoopedLM, dtype=None) -> dict:
     """The actor's complete native tensors from a sharded (FSDP2) or tensor-parallel model, as `hf.export_tensors`
     gives them for an unsharded one: CPU copies, floating tensors in `dtype` (fixed buffers stay FP32), tied aliases
     both present. A collective: every rank calls it; rank 0 receives the tensors, the others an empty dict."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
-    if model.role != "actor": raise ValueError("a critic has a value head and no lm_head: it is never exported as a policy")
+    if model.role != "actor":
+        raise ValueError("a critic has a value head and no lm_head: it is never exported as a policy")
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     fixed = model.fixed_buffers()
     out = {}
@@ -163,6 +181,7 @@ def full_tensors(model: LoopedLM, dtype=None) -> dict:
         out[name] = t.to("cpu", copy=True).contiguous()
     return out
 
+# %% ../../nbs/03f_distributed.ipynb #f8967121
 @patch
 def publication(self: ShardedTrainer, on_device: bool = False):
     "The actor's native tensors and their digest on rank 0 (`({}, None)` on the others); every rank must call it."
@@ -170,20 +189,24 @@ def publication(self: ShardedTrainer, on_device: bool = False):
     return (t, state_digest(t)) if t else ({}, None)
 
 # %% ../../nbs/03f_distributed.ipynb #fe0a9e62
-def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str = "root", cfg=None, tensor_parallel: int = 1) -> ShardedTrainer:
+def build_sharded_trainer(model_dir, s: TrainSettings, device="cpu", looped: str = "root", cfg=None,
+                          tensor_parallel: int = 1) -> ShardedTrainer:
     "`trainer.build_trainer`, split over the default process group (every rank loads the same checkpoint)."
     t = build_trainer(model_dir, dataclasses.replace(s, precision="fp32"), device, cfg)
-    return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped, tensor_parallel=tensor_parallel)
+    return ShardedTrainer(t.actor.model, None if t.critic is None else t.critic.model, s, device, looped=looped,
+                          tensor_parallel=tensor_parallel)
 
-# %% ../../nbs/03f_distributed.ipynb #74a90b79
+# %% ../../nbs/03f_distributed.ipynb #140a4500
 def _local_view(module: nn.Module, name: str):
     "While `module` runs, `module.<name>` reads the local shard of its DTensor parameter (gradients flow to the shard)."
     def read_local(m, args): object.__setattr__(m, name, m._parameters[name].to_local())
     def read_parameter(m, args, out): m.__dict__.pop(name, None)      # returns None: the output stays the module's
     module.register_forward_pre_hook(read_local); module.register_forward_hook(read_parameter)
 
+# %% ../../nbs/03f_distributed.ipynb #b7f8c806
 def _plan(m, tp):
-    "The DTensor plan `m` declares (None for a module without one), after its share and its stacked rows are set for `tp` ranks."
+    """The DTensor plan `m` declares (None for a module without one), after its share and its stacked rows are set for
+    `tp` ranks."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
     if not isinstance(m, TensorParallel) or not m.tp_plan: return None
     styles = dict(colwise=ColwiseParallel, rowwise=RowwiseParallel)
@@ -191,9 +214,11 @@ def _plan(m, tp):
     if bad: raise ValueError(f"{type(m).__name__}.tp_plan: {bad} — every style must be 'colwise' or 'rowwise'")
     m.tp_share(tp)
     with torch.no_grad():
-        for name, parts in m.tp_stacked_rows.items(): m.get_parameter(name).copy_(interleave_rows(m.get_parameter(name), parts, tp))
+        for name, parts in m.tp_stacked_rows.items():
+            m.get_parameter(name).copy_(interleave_rows(m.get_parameter(name), parts, tp))
     return {k: styles[v]() for k, v in m.tp_plan.items()}
 
+# %% ../../nbs/03f_distributed.ipynb #959f93c3
 def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
     """Megatron-style tensor parallelism with DTensor over the 1-D `mesh`, as each module's `TensorParallel` declaration
     says: column- and row-parallel products, each rank running its share of the heads, head-indexed parameters
@@ -212,12 +237,13 @@ def tensor_parallel(model: LoopedLM, mesh) -> LoopedLM:
     model.tp_size, model.tp_interleaved = tp, stacked_rows(model)
     return model
 
-# %% ../../nbs/03f_distributed.ipynb #0fce1b2d
+# %% ../../nbs/03f_distributed.ipynb #0e4fe683
 def _mesh(device):
     "A 1-D mesh over every rank of the default group, on `device`'s type (each rank on its own GPU for CUDA)."
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh(torch.device(device).type, (dist.get_world_size(),))
 
+# %% ../../nbs/03f_distributed.ipynb #6e0c738f
 def _tp_split(models: list, device) -> object:
     "Split every model's heads over all ranks (a 1-D mesh over the default group); returns the mesh."
     mesh = _mesh(device)
@@ -227,17 +253,21 @@ def _tp_split(models: list, device) -> object:
 # %% ../../nbs/03f_distributed.ipynb #58b07c0c
 @patch
 def local_state(self: ShardedLearner) -> dict:
-    "This rank's part of the learner: its parameter shards and buffers, its optimizer state, the schedule and the scaler."
-    return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()), scheduler=self.sched.state_dict(),
-                scaler=asdict(ScalerState.of(self)))
+    """This rank's part of the learner: its parameter shards and buffers, its optimizer state, the schedule and the
+    scaler."""
+    return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()),
+                scheduler=self.sched.state_dict(), scaler=asdict(ScalerState.of(self)))
 
-# %% ../../nbs/03f_distributed.ipynb #bfe855ef
+# %% ../../nbs/03f_distributed.ipynb #b065a5a2
 def _like(p, v):
-    "`v` (a local tensor) as a part of `p`: a DTensor with `p`'s mesh and placements when `p` is one and `v` has its local shape."
+    """`v` (a local tensor) as a part of `p`: a DTensor with `p`'s mesh and placements when `p` is one and `v` has its
+    local shape."""
     from torch.distributed.tensor import DTensor
     if not isinstance(p, DTensor) or v.shape != p.to_local().shape or v.dim() == 0: return v
-    return DTensor.from_local(v.to(p.to_local().device), p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
+    return DTensor.from_local(v.to(p.to_local().device), p.device_mesh, p.placements, run_check=False, shape=p.shape,
+                              stride=p.stride())
 
+# %% ../../nbs/03f_distributed.ipynb #a01fc89e
 @patch
 @torch.no_grad()
 def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: int = 0):
@@ -245,21 +275,26 @@ def load_local_state(self: ShardedLearner, d: dict, role: str = "actor", rank: i
     parameters are; each part through the `state.restore` gate (the learner is also named `shard.<rank>` there)."""
     def shards():
         own = self.model.state_dict(keep_vars=True)
-        if set(own) != set(d["model"]): raise ValueError(f"{role}: the checkpoint's tensors are not this model's ({sorted(set(own) ^ set(d['model']))[:3]})")
+        if set(own) != set(d["model"]):
+            raise ValueError(f"{role}: the checkpoint's tensors are not this model's "
+                             f"({sorted(set(own) ^ set(d['model']))[:3]})")
         for k, t in own.items(): (t.to_local() if hasattr(t, "to_local") else t).copy_(d["model"][k])
     def optimizer():
         opt = d["optimizer"]
         state = {i: {k: _like(self.opt_params[i], v) for k, v in st.items()} for i, st in opt["state"].items()}
         self.opt.load_state_dict({**opt, "state": state})
-    restore({(role, f"shard.{rank}"): shards, "optimizer": optimizer, "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
+    restore({(role, f"shard.{rank}"): shards, "optimizer": optimizer,
+             "scheduler": lambda: self.sched.load_state_dict(d["scheduler"]),
              "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
-# %% ../../nbs/03f_distributed.ipynb #1eba37fa
+# %% ../../nbs/03f_distributed.ipynb #a5d55cdf
 def _gathered(model, x, name: str):
-    "The whole tensor of a DTensor part (a collective), in the native row layout of `model`'s parameter `name`; other values as they are."
+    """The whole tensor of a DTensor part (a collective), in the native row layout of `model`'s parameter `name`; other
+    values as they are."""
     if hasattr(x, "full_tensor"): x = native_rows(model, name, x.full_tensor())
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
 
+# %% ../../nbs/03f_distributed.ipynb #e2c368b0
 @patch
 def full_state(self: ShardedLearner, optimizer: bool = True) -> dict:
     """The learner's state as one process's `Learner.state_dict` holds it (whole tensors, native layout, FP32 masters in
@@ -268,32 +303,40 @@ def full_state(self: ShardedLearner, optimizer: bool = True) -> dict:
     names = [n for n, p in self.model.named_parameters() if p.requires_grad]
     model = {k: _gathered(self.model, v, k) for k, v in self.model.state_dict().items()}
     sd = self.opt.state_dict()
-    opt = {**sd, "state": {i: {k: _gathered(self.model, v, names[i]) for k, v in st.items()} for i, st in sd["state"].items()}} if optimizer else None
+    opt = {**sd,
+           "state": {i: {k: _gathered(self.model, v, names[i]) for k, v in st.items()}
+                     for i, st in sd["state"].items()}} if optimizer else None
     master = None
     if self.s.precision == "fp16":        # one process keeps FP16 parameters and a list of FP32 masters
         master, trained = [model[n] for n in names], set(names) | _aliases(self.model, names)
         model = {k: v for k, v in model.items() if k not in trained}
-    out = dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(), scaler=asdict(ScalerState.of(self)))
+    out = dict(model=model, master=master, optimizer=opt, scheduler=self.sched.state_dict(),
+               scaler=asdict(ScalerState.of(self)))
     return out if optimizer else {k: v for k, v in out.items() if k != "optimizer"}
 
+# %% ../../nbs/03f_distributed.ipynb #aa0e57ad
 def _aliases(model, names) -> set:
     "State-dict names that are other names of trained parameters (a tied head)."
     ids = {id(p) for n, p in model.named_parameters() if n in set(names)}
     return {k for k, v in model.state_dict(keep_vars=True).items() if id(v) in ids}
 
-# %% ../../nbs/03f_distributed.ipynb #a2737e4f
+# %% ../../nbs/03f_distributed.ipynb #0b54088d
 @patch
 def local_state(self: ShardedTrainer) -> dict:
     "This rank's part of the actor and critic learners (what its own checkpoint file holds)."
     return dict(actor=self.actor.local_state(), critic=None if self.critic is None else self.critic.local_state())
 
+# %% ../../nbs/03f_distributed.ipynb #333500ee
 @patch
 def load_local_state(self: ShardedTrainer, d: dict):
     "Continue from this rank's `local_state`."
     self.actor.load_local_state(d["actor"], "actor", self.rank)
     if self.critic is not None: self.critic.load_local_state(d["critic"], "critic", self.rank)
 
+# %% ../../nbs/03f_distributed.ipynb #89f4e5f0
 @patch
 def full_state(self: ShardedTrainer, optimizer: bool = True) -> dict:
-    "The whole state in one process's `Trainer.state_dict` layout (a collective); without the optimizer state if not `optimizer`."
-    return dict(actor=self.actor.full_state(optimizer), critic=None if self.critic is None else self.critic.full_state(optimizer))
+    """The whole state in one process's `Trainer.state_dict` layout (a collective); without the optimizer state if not
+    `optimizer`."""
+    return dict(actor=self.actor.full_state(optimizer),
+                critic=None if self.critic is None else self.critic.full_state(optimizer))

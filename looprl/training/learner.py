@@ -14,11 +14,18 @@ from fastcore.basics import patch
 from .settings import TrainSettings
 
 # %% auto #0
-__all__ = ['Learner', 'ScalerState', 'state_copy', 'WarmupThenConstant']
+__all__ = ['WarmupThenConstant', 'Learner', 'ScalerState', 'state_copy']
+
+# %% ../../nbs/03c_learner.ipynb #1ea40003
+class WarmupThenConstant:
+    "LR factor: linear warm-up over `warmup` optimizer steps, then 1 (picklable, so the scheduler's state saves)."
+    def __init__(self, warmup: int): self.warmup = warmup
+    def __call__(self, step: int) -> float: return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0
 
 # %% ../../nbs/03c_learner.ipynb #daf43ad0
 class Learner:
-    "A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss scale, or fp32)."
+    """A model with its optimizer, warm-up-then-constant LR schedule and precision policy (fp16 masters + fixed loss
+    scale, or fp32)."""
     def __init__(self, model: LoopedLM, s: TrainSettings):
         self.s, self.model = s, model
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -41,7 +48,7 @@ class Learner:
         for p in self.params: p.grad = None
         for p in self.opt_params: p.grad = None
 
-# %% ../../nbs/03c_learner.ipynb #1ea40001
+# %% ../../nbs/03c_learner.ipynb #61c929c4
 @patch
 def backward(self: Learner, loss):
     "Backward of `loss × scale`; in fp16 the gradients are moved into FP32 accumulators right away."
@@ -53,6 +60,7 @@ def backward(self: Learner, loss):
             m.grad = g if m.grad is None else m.grad.add_(g)
             p.grad = None
 
+# %% ../../nbs/03c_learner.ipynb #e994bec8
 @patch
 @torch.no_grad()
 def step(self: Learner) -> dict:
@@ -87,7 +95,7 @@ class ScalerState:
         "Set the learner's scale and counters to these."
         for f in fields(self): setattr(learner, f.name, getattr(self, f.name))
 
-# %% ../../nbs/03c_learner.ipynb #1ea40002
+# %% ../../nbs/03c_learner.ipynb #d89707ac
 @patch
 def state_dict(self: Learner) -> dict:
     "Everything needed to continue: in fp16 the FP32 masters (the FP16 parameters are their copies, not stored twice)."
@@ -98,6 +106,7 @@ def state_dict(self: Learner) -> dict:
                 optimizer=self.opt.state_dict(), scheduler=self.sched.state_dict(),
                 scaler=asdict(ScalerState.of(self)))
 
+# %% ../../nbs/03c_learner.ipynb #8ee83d5e
 @patch
 @torch.no_grad()
 def load_state_dict(self: Learner, d: dict, role: str = "actor"):
@@ -112,15 +121,10 @@ def load_state_dict(self: Learner, d: dict, role: str = "actor"):
 
 # %% ../../nbs/03c_learner.ipynb #4959ccb0
 def state_copy(x):
-    "A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this rank's local shard."
+    """A copy of the state `x` (dicts, lists and tuples followed): every tensor cloned, a DTensor as a clone of this
+    rank's local shard."""
     if hasattr(x, "to_local"): return x.to_local().detach().clone()
     if isinstance(x, torch.Tensor): return x.detach().clone()
     if isinstance(x, dict): return {k: state_copy(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return type(x)(state_copy(v) for v in x)
     return x
-
-# %% ../../nbs/03c_learner.ipynb #1ea40003
-class WarmupThenConstant:
-    "LR factor: linear warm-up over `warmup` optimizer steps, then 1 (picklable, so the scheduler's state saves)."
-    def __init__(self, warmup: int): self.warmup = warmup
-    def __call__(self, step: int) -> float: return min(1.0, (step + 1) / self.warmup) if self.warmup else 1.0

@@ -26,13 +26,15 @@ __all__ = ['MASTERS', 'megatron_optimizer_fields', 'MegatronLearner', 'MegatronT
 
 # %% ../../nbs/03g_megatron_trainer.ipynb #66252f67
 def megatron_optimizer_fields(s: TrainSettings) -> dict:
-    "The `OptimizerConfig` fields of `s`: optimizer, learning rate, betas or momentum, FP16 with a constant loss scale, clipping."
+    """The `OptimizerConfig` fields of `s`: optimizer, learning rate, betas or momentum, FP16 with a constant loss
+    scale, clipping."""
     if s.optimizer not in ("sgd", "adamw"): raise ValueError(f"optimizer: {s.optimizer!r} is not sgd or adamw")
     fp16 = s.precision == "fp16"
     return dict(optimizer="sgd" if s.optimizer == "sgd" else "adam", lr=s.lr, weight_decay=s.weight_decay,
                 adam_beta1=s.betas[0], adam_beta2=s.betas[1], sgd_momentum=s.momentum, decoupled_weight_decay=True,
                 fp16=fp16, bf16=False, loss_scale=s.loss_scale if fp16 else None, clip_grad=s.grad_clip,
-                params_dtype=torch.float16 if fp16 else torch.float32, use_distributed_optimizer=s.distributed_optimizer)
+                params_dtype=torch.float16 if fp16 else torch.float32,
+                use_distributed_optimizer=s.distributed_optimizer)
 
 # %% ../../nbs/03g_megatron_trainer.ipynb #d542b659
 class MegatronLearner:
@@ -41,7 +43,8 @@ class MegatronLearner:
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
         from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
         self.s, self.model = s, model
-        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False, use_distributed_optimizer=s.distributed_optimizer)
+        ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                            use_distributed_optimizer=s.distributed_optimizer)
         self.ddp = DistributedDataParallel(model.config, ddp, model)
         self.opt = get_megatron_optimizer(OptimizerConfig(**megatron_optimizer_fields(s)), [self.ddp])
         self.scale = float(self.opt.get_loss_scale()) if s.precision == "fp16" else 1.0
@@ -70,7 +73,7 @@ def step(self: MegatronLearner) -> dict:
     self.steps += 1; self.consecutive_skips = 0
     return dict(skipped=0, grad_norm=float(norm), lr=lr)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #1bfd0a43
+# %% ../../nbs/03g_megatron_trainer.ipynb #3539160b
 MASTERS = "fp32_from_fp16_params"       # where Megatron's FP16 optimizer keeps the FP32 masters in its state dict
 
 @patch
@@ -79,16 +82,20 @@ def counters(self: MegatronLearner) -> dict:
     return dict(scheduler=dict(lr=[g["lr"] for g in self.opt.param_groups]),
                 scaler=asdict(ScalerState.of(self)))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #35f48abb
 @patch
 def state_dict(self: MegatronLearner) -> dict:
-    "The weights (native names), the FP32 masters, Megatron's optimizer state, the learning rates and the counters, copied."
+    """The weights (native names), the FP32 masters, Megatron's optimizer state, the learning rates and the counters,
+    copied."""
     from looprl.model.megatron_model import native_state
-    if self.s.distributed_optimizer: raise ValueError("distributed_optimizer: its state is sharded; it is saved by dist_checkpointing (MegatronTrainer.save)")
+    if self.s.distributed_optimizer:
+        raise ValueError("distributed_optimizer: its state is sharded; it is saved by dist_checkpointing "
+                         "(MegatronTrainer.save)")
     opt = state_copy(self.opt.state_dict())
     master = opt.pop(MASTERS, None) if isinstance(opt, dict) else None
     return dict(model=state_copy(native_state(self.model)), master=master, optimizer=opt, **self.counters())
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #3cc63619
+# %% ../../nbs/03g_megatron_trainer.ipynb #27c7dcf4
 @patch
 def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | None = None):
     """Load Megatron's optimizer state `saved` with the FP32 masters `master`, through the `state.restore` gate: a part
@@ -96,18 +103,22 @@ def restore_optimizer(self: MegatronLearner, saved: dict, master, fresh: dict | 
     fresh = self.opt.state_dict() if fresh is None else fresh
     inner = fresh.get("optimizer")
     parts = dict(optimizer=dict(fresh), master=fresh.get(MASTERS))
-    if isinstance(inner, dict) and "state" in inner: parts["optimizer"]["optimizer"] = {**inner, "state": {}}     # no moments yet
+    # no moments yet
+    if isinstance(inner, dict) and "state" in inner: parts["optimizer"]["optimizer"] = {**inner, "state": {}}
     restore({"optimizer": lambda: parts.update(optimizer=dict(saved)), "master": lambda: parts.update(master=master)})
     opt = parts["optimizer"]
     if MASTERS in fresh: opt[MASTERS] = parts["master"]
     self.opt.load_state_dict(state_copy(opt))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #17d283c3
 @patch
 def restore_counters(self: MegatronLearner, d: dict):
     "Continue the learning rates and the counters of `counters()`, through the `state.restore` gate."
-    restore({"scheduler": lambda: [g.__setitem__("lr", lr) for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"])],
+    restore({"scheduler": lambda: [g.__setitem__("lr", lr)
+                                   for g, lr in zip(self.opt.param_groups, d["scheduler"]["lr"])],
              "scaler": lambda: ScalerState(**d["scaler"]).apply(self)})
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #f926e92a
 @patch
 @torch.no_grad()
 def load_state_dict(self: MegatronLearner, d: dict, role: str = "actor"):
@@ -130,7 +141,8 @@ class MegatronTrainer(Trainer):
         init_megatron_parallel(tensor_parallel, seed=seed, device=self.device.type)
         atexit.register(leave_group)       # the groups it made (one process: its own) are closed as the process ends
         def learner(native):
-            m = build_megatron_model(native.cfg, native.role, dtype=s.dtype, device=self.device, state_dict=native.state_dict())
+            m = build_megatron_model(native.cfg, native.role, dtype=s.dtype, device=self.device,
+                                     state_dict=native.state_dict())
             m.recompute = s.recompute
             return MegatronLearner(m, s)
         self.actor = learner(actor)
@@ -140,7 +152,8 @@ class MegatronTrainer(Trainer):
         return dict(actor=self.actor, **({} if self.critic is None else dict(critic=self.critic)))
 
     def publication(self, on_device: bool = False):
-        "The actor's native tensors (the training dtype, buffers FP32, as the model holds them), copies on the CPU or on the trainer's device, and their digest."
+        """The actor's native tensors (the training dtype, buffers FP32, as the model holds them), copies on the CPU or
+        on the trainer's device, and their digest."""
         from looprl.model.megatron_model import native_state
         dev = self.device if on_device else "cpu"
         t = {n: v.detach().to(dev, copy=True).contiguous() for n, v in native_state(self.actor.model).items()}
@@ -151,17 +164,20 @@ class MegatronTrainer(Trainer):
         t, _ = self.publication()
         return load_into(build_model(self.cfg, "actor", dtype=self.s.dtype), t, "the Megatron actor")
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #96571034
+# %% ../../nbs/03g_megatron_trainer.ipynb #785f555b
 def _data_parallel():
     from megatron.core import parallel_state as ps
     return ps.get_data_parallel_rank(), ps.get_data_parallel_world_size(), ps.get_data_parallel_group()
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #02b71c35
 @patch
 def step_share(self: MegatronTrainer, micro: list) -> list:
-    "This data-parallel replica's micro-batches of a step (`distributed.rank_share`); its tensor-parallel ranks run the same."
+    """This data-parallel replica's micro-batches of a step (`distributed.rank_share`); its tensor-parallel ranks run
+    the same."""
     rank, size, _ = _data_parallel()
     return [micro[i] for i in rank_share(len(micro), rank, size)]
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #88bed342
 @patch
 def reduce_step_metrics(self: MegatronTrainer, metrics: dict) -> dict:
     "A step's loss metrics summed over the data-parallel replicas (each weighted its share of the step)."
@@ -172,46 +188,59 @@ def reduce_step_metrics(self: MegatronTrainer, metrics: dict) -> dict:
     dist.all_reduce(t, group=group)
     return dict(zip(metrics, t.tolist()))
 
-def build_megatron_trainer(model_dir, s: TrainSettings, device="cuda", cfg: LoopedConfig | None = None, tensor_parallel: int = 1) -> MegatronTrainer:
+# %% ../../nbs/03g_megatron_trainer.ipynb #e1ff4029
+def build_megatron_trainer(model_dir, s: TrainSettings, device="cuda", cfg: LoopedConfig | None = None,
+                           tensor_parallel: int = 1) -> MegatronTrainer:
     "`trainer.build_trainer` for `--backend megatron`: the same start (`native_start`), in Megatron-core's models."
     return MegatronTrainer(*native_start(model_dir, s, cfg), s, device, tensor_parallel=tensor_parallel)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #719947a5
+# %% ../../nbs/03g_megatron_trainer.ipynb #309aeb4b
 def _inner_optimizers(opt) -> list: return [o.optimizer for o in getattr(opt, "chained_optimizers", [opt])]
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #29054c5b
 def _start_adam_state(opt):
-    "Adam's state at step 0 for every parameter of Megatron's optimizer `opt` that has none (its distributed optimizer reads a step)."
+    """Adam's state at step 0 for every parameter of Megatron's optimizer `opt` that has none (its distributed optimizer
+    reads a step)."""
     for o in _inner_optimizers(opt):
         for p in (p for g in o.param_groups for p in g["params"]):
-            if not o.state[p]: o.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
+            if not o.state[p]:
+                o.state[p].update(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p), exp_avg_sq=torch.zeros_like(p))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #16c73b74
 def _adam_step_into_state(opt):
-    "Where the distributed optimizer loaded Adam's step into the parameter groups, move it to each parameter's state, where torch's Adam reads it."
+    """Where the distributed optimizer loaded Adam's step into the parameter groups, move it to each parameter's state,
+    where torch's Adam reads it."""
     for o in _inner_optimizers(opt):
         for g in o.param_groups:
             if "step" in g:
                 step = float(g.pop("step"))
                 for p in g["params"]: o.state[p]["step"] = torch.tensor(step)
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #81487f85
 @patch
 def sharded_state(self: MegatronLearner, role: str, loading: bool = False) -> dict:
-    "Megatron's sharded state of the model (its keys under `role`.model.) and of its optimizer (masters, moments), for `dist_checkpointing`."
+    """Megatron's sharded state of the model (its keys under `role`.model.) and of its optimizer (masters, moments), for
+    `dist_checkpointing`."""
     if loading and self.s.distributed_optimizer: _start_adam_state(self.opt)
     model = self.model.sharded_state_dict(prefix=f"{role}.model.")
-    layout = dict(distrib_optim_sharding_type="dp_reshardable")      # the distributed optimizer: each rank saves its own buffers
+    # the distributed optimizer: each rank saves its own buffers
+    layout = dict(distrib_optim_sharding_type="dp_reshardable")
     return dict(model=model, optimizer=self.opt.sharded_state_dict(model, is_loading=loading, metadata=layout))
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #acea8ae5
+# %% ../../nbs/03g_megatron_trainer.ipynb #d5e32b19
 @patch
 def fresh_parts(self: MegatronLearner, role: str) -> dict:
-    "Copies of the parts a resume leaves fresh (`state.left_fresh`), taken before `dist_checkpointing.load` fills the tensors in place."
+    """Copies of the parts a resume leaves fresh (`state.left_fresh`), taken before `dist_checkpointing.load` fills the
+    tensors in place."""
     if not left_fresh(role, "master", "optimizer"): return {}
     return dict(model=state_copy(self.model.state_dict()), optimizer=state_copy(self.opt.state_dict()))
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #ada04fb0
 @patch
 @torch.no_grad()
 def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str, fresh: dict):
-    "Continue from what `dist_checkpointing.load` gave back, and `counters`; a part left fresh comes from `fresh_parts`."
+    """Continue from what `dist_checkpointing.load` gave back, and `counters`; a part left fresh comes from
+    `fresh_parts`."""
     prefix, parts = f"{role}.model.", dict(model=fresh.get("model"))
     restore({role: lambda: parts.update(model={k.removeprefix(prefix): v for k, v in loaded["model"].items()})})
     self.model.load_state_dict(parts["model"])
@@ -220,21 +249,26 @@ def load_sharded(self: MegatronLearner, loaded: dict, counters: dict, role: str,
     _adam_step_into_state(self.opt)
     self.restore_counters(counters)
 
-# %% ../../nbs/03g_megatron_trainer.ipynb #07f91928
+# %% ../../nbs/03g_megatron_trainer.ipynb #c71ab60a
 @patch
 def save(self: MegatronTrainer, d):
     """Write the state into checkpoint directory `d` (every rank calls it): each learner's model and optimizer through
-    `dist_checkpointing` into `megatron/<role>/`, each rank its shards; the learning rates, counters and RNG in `trainer.pt`."""
+    `dist_checkpointing` into `megatron/<role>/`, each rank its shards; the learning rates, counters and RNG in
+    `trainer.pt`."""
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
     for r, L in self.learners().items():
         (Path(d) / MEGATRON_STATE / r).mkdir(parents=True, exist_ok=True)    # every rank
         dist_checkpointing.save(L.sharded_state(r), str(Path(d) / MEGATRON_STATE / r))
-    if dist.get_rank() == 0: save_trainer_state({r: L.counters() for r, L in self.learners().items()}, Path(d), dist.get_world_size(), self.tp)
+    if dist.get_rank() == 0:
+        save_trainer_state({r: L.counters() for r, L in self.learners().items()}, Path(d), dist.get_world_size(),
+                           self.tp)
 
+# %% ../../nbs/03g_megatron_trainer.ipynb #2668e8f1
 @patch
 def load(self: MegatronTrainer, d):
-    "Continue from checkpoint directory `d` as `save` wrote it (every rank calls it), on as many ranks of the same tensor-parallel size."
+    """Continue from checkpoint directory `d` as `save` wrote it (every rank calls it), on as many ranks of the same
+    tensor-parallel size."""
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
     counters = load_trainer_state(Path(d), processes=dist.get_world_size(), tensor_parallel=self.tp)

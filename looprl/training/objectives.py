@@ -49,17 +49,21 @@ def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-
     if mode == "token-mean": return masked_mean(loss_tok, mask)
     raise ValueError(f"unknown aggregation {mode!r}; choose one of {', '.join(AGGREGATIONS)}")
 
-# %% ../../nbs/03a_objectives.ipynb #a0328609
+# %% ../../nbs/03a_objectives.ipynb #430099ef
 def _check_right_padded(m: torch.Tensor, who: str):
     if m.dim() != 2: raise ValueError(f"{who}: mask must be [N, T], got {tuple(m.shape)}")
     if (m[:, 1:] & ~m[:, :-1]).any(): raise ValueError(f"{who}: mask must be right-padded (valid tokens first)")
 
+# %% ../../nbs/03a_objectives.ipynb #6018b547
 def _check_rewards(rewards: torch.Tensor, n: int, who: str):
-    if rewards.dim() != 1 or rewards.shape[0] != n: raise ValueError(f"{who}: rewards must be [{n}], got {tuple(rewards.shape)}")
+    if rewards.dim() != 1 or rewards.shape[0] != n:
+        raise ValueError(f"{who}: rewards must be [{n}], got {tuple(rewards.shape)}")
     if not torch.isfinite(rewards).all(): raise ValueError(f"{who}: rewards contain NaN or inf")
 
+# %% ../../nbs/03a_objectives.ipynb #1f453157
 def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0, lam: float = 0.95):
-    "GAE(γ, λ) with each sequence's scalar reward on its last response token; returns (advantages, returns), both [N, T]."
+    """GAE(γ, λ) with each sequence's scalar reward on its last response token; returns (advantages, returns), both [N,
+    T]."""
     m = _valid(mask)
     _check_right_padded(m, "gae")
     N, T = values.shape
@@ -92,26 +96,33 @@ def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     flat = (r == r[:, :1]).all(-1, keepdim=True)
     return torch.where(flat, torch.zeros((), dtype=r.dtype, device=r.device), adv).view(N)
 
-# %% ../../nbs/03a_objectives.ipynb #551e73bf
+# %% ../../nbs/03a_objectives.ipynb #8fabd8fd
 def _token_adv(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if advantages.dim() == 1: advantages = advantages[:, None].expand(mask.shape)
-    if advantages.shape != mask.shape: raise ValueError(f"advantages {tuple(advantages.shape)} do not match mask {tuple(mask.shape)}")
+    if advantages.shape != mask.shape:
+        raise ValueError(f"advantages {tuple(advantages.shape)} do not match mask {tuple(mask.shape)}")
     return advantages.detach()
 
+# %% ../../nbs/03a_objectives.ipynb #cd36a447
 def _log_ratio(logp, logp_ref, m):
     "log π − log π_ref on valid tokens, 0 on padding (so exp() is 1 there and no inf/NaN reaches autograd)."
-    return torch.where(m, logp - logp_ref.detach().to(logp.dtype), torch.zeros((), dtype=logp.dtype, device=logp.device))
+    return torch.where(m, logp - logp_ref.detach().to(logp.dtype),
+                       torch.zeros((), dtype=logp.dtype, device=logp.device))
 
+# %% ../../nbs/03a_objectives.ipynb #94917179
 def _f(x) -> float: return float(x.detach()) if torch.is_tensor(x) else float(x)
 
+# %% ../../nbs/03a_objectives.ipynb #4cd3ae8b
 def _ratio_metrics(log_ratio, m) -> dict:
     lr = log_ratio.detach()
     return dict(approx_kl=_f(masked_mean(torch.expm1(lr) - lr, m)), ratio_dev=_f(masked_mean(torch.expm1(lr).abs(), m)))
 
+# %% ../../nbs/03a_objectives.ipynb #64e703cb
 def _clipped_surrogate(ratio, A, clip_low, clip_high):
     unclipped, clipped = -ratio * A, -ratio.clamp(1 - clip_low, 1 + clip_high) * A
     return torch.maximum(unclipped, clipped), clipped > unclipped
 
+# %% ../../nbs/03a_objectives.ipynb #dac34d07
 def ppo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 0.2, clip_high: float = 0.2,
                     agg: str = "seq-mean-token-mean"):
     "Clipped PPO surrogate against the behaviour log-probs; returns (loss, metrics)."
@@ -119,7 +130,8 @@ def ppo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 0.2, cli
     A = _token_adv(advantages, mask).to(logp.dtype)
     log_ratio = _log_ratio(logp, logp_old, m)
     loss_tok, clipped = _clipped_surrogate(log_ratio.exp(), A, clip_low, clip_high)
-    return aggregate(loss_tok, mask, agg), dict(clipfrac=_f(masked_mean(clipped.float(), m)), **_ratio_metrics(log_ratio, m))
+    return aggregate(loss_tok, mask, agg), dict(clipfrac=_f(masked_mean(clipped.float(), m)),
+                                                **_ratio_metrics(log_ratio, m))
 
 # %% ../../nbs/03a_objectives.ipynb #77003a6c
 def dppo_policy_loss(logp, logp_prox, logp_behaviour, advantages, mask, clip_low: float = 0.2, clip_high: float = 0.2,
@@ -127,8 +139,10 @@ def dppo_policy_loss(logp, logp_prox, logp_behaviour, advantages, mask, clip_low
     "Decoupled PPO: clip πθ/π_prox, weight by clamp(π_prox/π_behaviour, w_low, w_high); returns (loss, metrics)."
     if logp_prox is None:
         raise ValueError("dppo_policy_loss: logp_prox is None — DPPO needs the proximal log-probs (the pre-update "
-                         "policy recomputed by the trainer); refusing to fall back to the current or behaviour log-probs")
-    if logp_behaviour is None: raise ValueError("dppo_policy_loss: logp_behaviour is None — the engine's behaviour log-probs are required")
+                         "policy recomputed by the trainer); refusing to fall back to the current or behaviour "
+                         "log-probs")
+    if logp_behaviour is None:
+        raise ValueError("dppo_policy_loss: logp_behaviour is None — the engine's behaviour log-probs are required")
     m = _valid(mask)
     A = _token_adv(advantages, mask).to(logp.dtype)
     log_ratio = _log_ratio(logp, logp_prox, m)
@@ -178,7 +192,8 @@ def flow_dppo_policy_loss(logits, old_logprobs, actions, advantages, mask, budge
     if old_logprobs is None:
         raise ValueError("flow_dppo_policy_loss: old_logprobs is None — Flow-DPPO needs the frozen full-vocabulary "
                          "log-probs of the pre-update policy")
-    if old_logprobs.shape != logits.shape: raise ValueError(f"old_logprobs {tuple(old_logprobs.shape)} do not match logits {tuple(logits.shape)}")
+    if old_logprobs.shape != logits.shape:
+        raise ValueError(f"old_logprobs {tuple(old_logprobs.shape)} do not match logits {tuple(logits.shape)}")
     m = _valid(mask)
     logp = selected_logprobs(logits, actions, chunk_size)                                   # [N, T], differentiable
     logp_old = old_logprobs.gather(-1, actions.long().to(old_logprobs.device)[..., None]).squeeze(-1)
@@ -204,7 +219,9 @@ def flow_dppo_policy_loss(logits, old_logprobs, actions, advantages, mask, budge
 # %% ../../nbs/03a_objectives.ipynb #c57f3fe6
 def flow_dppo_halves(n: int) -> tuple[list[int], list[int]]:
     "Indices of the two disjoint halves of a batch of `n` completions, one per Flow-DPPO optimizer step."
-    if n < 2 or n % 2: raise ValueError(f"Flow-DPPO takes two steps over disjoint halves: the batch size must be even and ≥ 2, got {n}")
+    if n < 2 or n % 2:
+        raise ValueError(f"Flow-DPPO takes two steps over disjoint halves: the batch size must be even and ≥ 2, "
+                         f"got {n}")
     return list(range(n // 2)), list(range(n // 2, n))
 
 # %% ../../nbs/03a_objectives.ipynb #423cf6a5

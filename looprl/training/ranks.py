@@ -14,13 +14,22 @@ from fastcore.basics import patch
 
 
 # %% auto #0
-__all__ = ['RankError', 'join_group', 'rank_device', 'comm_device', 'leave_group', 'check_world_size', 'run_ranks', 'RankGroup',
+__all__ = ['RankError', 'leave_group', 'join_group', 'rank_device', 'comm_device', 'check_world_size', 'run_ranks', 'RankGroup',
            'RankActor', 'RayRankGroup', 'WorkerProcessError', 'WorkerProcess', 'ProcessCall']
 
-# %% ../../nbs/03e_ranks.ipynb #269d7e2e
+# %% ../../nbs/03e_ranks.ipynb #815b565b
 class RankError(RuntimeError):
     "A trainer process failed or timed out; the message names the rank and carries its traceback."
 
+# %% ../../nbs/03e_ranks.ipynb #d7c1a002
+def leave_group():
+    """Close this process's groups: Megatron's model-parallel groups (when Megatron made them), then the default group.
+    Idempotent."""
+    ps = sys.modules.get("megatron.core.parallel_state")
+    if ps is not None and ps.model_parallel_is_initialized(): ps.destroy_model_parallel()
+    if dist.is_initialized(): dist.destroy_process_group()
+
+# %% ../../nbs/03e_ranks.ipynb #fcb336d4
 def join_group(rank: int, world_size: int, host: str, port: int, backend: str = "gloo", timeout: float = 300.0):
     """Join, as `rank` of `world_size`, the process group whose TCP store listens at host:port (a spawned process or a
     Ray actor). With NCCL the rank first takes its own GPU: the one a Ray actor sees, or GPU `rank` of the host."""
@@ -31,18 +40,23 @@ def join_group(rank: int, world_size: int, host: str, port: int, backend: str = 
         torch.cuda.set_device(local); kw = dict(device_id=torch.device("cuda", local))
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(local))
     store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timedelta(seconds=timeout))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout), **kw)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timedelta(seconds=timeout),
+                            **kw)
     atexit.register(leave_group)          # whatever way the process ends normally, its groups are closed first
 
+# %% ../../nbs/03e_ranks.ipynb #f162b965
 def rank_device(device) -> torch.device:
-    "This rank's own device for `device`: its current GPU (the one `join_group` took) for a bare 'cuda', else `device` itself."
+    """This rank's own device for `device`: its current GPU (the one `join_group` took) for a bare 'cuda', else `device`
+    itself."""
     d = torch.device(device)
     return torch.device("cuda", torch.cuda.current_device()) if d.type == "cuda" and d.index is None else d
 
+# %% ../../nbs/03e_ranks.ipynb #4a05949f
 def comm_device() -> torch.device:
     "Where the default group's small collectives (norms, metrics) live: the CPU for gloo, this rank's GPU for NCCL."
     return rank_device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
 
+# %% ../../nbs/03e_ranks.ipynb #bf965d9c
 def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out, args, kwargs):
     torch.set_num_threads(threads)
     try:
@@ -55,14 +69,7 @@ def _rank_main(rank, fn, world_size, host, port, backend, timeout, threads, out,
     leave_group()
     if res[0] != "ok": os._exit(1)
 
-# %% ../../nbs/03e_ranks.ipynb #d7c1a002
-def leave_group():
-    "Close this process's groups: Megatron's model-parallel groups (when Megatron made them), then the default group. Idempotent."
-    ps = sys.modules.get("megatron.core.parallel_state")
-    if ps is not None and ps.model_parallel_is_initialized(): ps.destroy_model_parallel()
-    if dist.is_initialized(): dist.destroy_process_group()
-
-# %% ../../nbs/03e_ranks.ipynb #674f4a50
+# %% ../../nbs/03e_ranks.ipynb #dd3f315a
 def _watch(procs, timeout):
     "Wait until every process ends, one fails, or `timeout` passes; then stop the rest. The first failed rank, or None."
     deadline, failed = time.monotonic() + timeout, None
@@ -76,42 +83,52 @@ def _watch(procs, timeout):
         for p in procs: p.join(10)
     return failed if failed is not None else next((r for r, p in enumerate(procs) if p.exitcode not in (None, 0)), None)
 
+# %% ../../nbs/03e_ranks.ipynb #6dd3ff58
 def check_world_size(world_size) -> None:
     "Refuse a process count that is not an int ≥ 1."
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size: must be an int ≥ 1, got {world_size!r}")
 
-def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 300.0, threads: int = 1, **kwargs) -> list:
+# %% ../../nbs/03e_ranks.ipynb #a29573ca
+def run_ranks(fn, world_size: int, *args, backend: str = "gloo", timeout: float = 300.0, threads: int = 1,
+              **kwargs) -> list:
     """Run `fn(rank, world_size, *args, **kwargs)` in `world_size` fresh processes forming one process group and return
     each rank's result in rank order. The TCP store listens on a port the system picks (never a fixed one). A rank that
-    raises, dies or outlives `timeout` seconds stops the others and raises `RankError` naming the first rank that failed."""
+    raises, dies or outlives `timeout` seconds stops the others and raises `RankError` naming the first rank that
+    failed."""
     check_world_size(world_size)
     host, ctx = "127.0.0.1", torch.multiprocessing.get_context("spawn")
     store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
     with tempfile.TemporaryDirectory(prefix="looprl-ranks-") as out:
         procs = [ctx.Process(target=_rank_main, daemon=True,
-                             args=(r, fn, world_size, host, store.port, backend, timeout, threads, out, args, kwargs)) for r in range(world_size)]
+                             args=(r, fn, world_size, host, store.port, backend, timeout, threads, out, args, kwargs))
+                 for r in range(world_size)]
         for p in procs: p.start()
         failed = _watch(procs, timeout)
-        results = {r: pickle.loads((Path(out) / f"rank{r}.pkl").read_bytes()) for r in range(world_size) if (Path(out) / f"rank{r}.pkl").exists()}
+        results = {r: pickle.loads((Path(out) / f"rank{r}.pkl").read_bytes())
+                   for r in range(world_size) if (Path(out) / f"rank{r}.pkl").exists()}
     errors = {r: v for r, (kind, v) in results.items() if kind == "error"}
     if errors:
         r = min(errors, key=lambda r: errors[r][0])          # the first to fail: the others usually fail because of it
         raise RankError(f"rank {r} of {world_size} failed: {errors[r][1]}")
-    if failed is not None: raise RankError(f"rank {failed} of {world_size} exited with status {procs[failed].exitcode} and no result")
+    if failed is not None:
+        raise RankError(f"rank {failed} of {world_size} exited with status {procs[failed].exitcode} and no result")
     missing = [r for r in range(world_size) if r not in results]
     if missing: raise RankError(f"ranks {missing} of {world_size} gave no result within {timeout:.0f} s")
     return [results[r][1] for r in range(world_size)]
 
-# %% ../../nbs/03e_ranks.ipynb #d17fce9f
-def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))          # plain pickles: tensors travel as bytes, no shared memory
+# %% ../../nbs/03e_ranks.ipynb #b9a97858
+# plain pickles: tensors travel as bytes, no shared memory
+def _send(conn, msg): conn.send_bytes(pickle.dumps(msg))
 def _recv(conn): return pickle.loads(conn.recv_bytes())
 
+# %% ../../nbs/03e_ranks.ipynb #e96cce15
 def _attempt(f):
     "('ok', f()) or ('error', (when, the exception and its traceback)): what a rank replies to each call."
     try: return ("ok", f())
     except BaseException as e: return ("error", (time.time(), f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
+# %% ../../nbs/03e_ranks.ipynb #b546abaa
 def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn, args, kwargs):
     "A persistent rank: join the group, build the object, then run each method the driver sends until it says stop."
     import signal
@@ -128,6 +145,7 @@ def _serve(rank, build, world_size, host, port, backend, timeout, threads, conn,
         reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
     leave_group()
 
+# %% ../../nbs/03e_ranks.ipynb #848ce2b8
 def _group_error(world: int, errors: dict, gone: dict) -> RankError:
     """The error of a stopped group: the rank that raised first (`errors`: rank → (when, traceback)), else the rank
     that ended first without a reply (`gone`: rank → (when, how it ended)). The others usually fail because it left."""
@@ -143,13 +161,18 @@ class RankGroup:
     `build(rank, world_size, *args, **kwargs)` and then runs, in order, every method `call` sends to all of them. The
     rendezvous port is picked by the system. A rank that raises or dies stops the group: `call` raises `RankError`
     naming the first rank that failed, after `grace` seconds for the others to report."""
-    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0, **kwargs):
+    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1,
+                 grace: float = 10.0, **kwargs):
         check_world_size(world_size)
-        host, ctx, self.world, self.grace, self.procs_exit = "127.0.0.1", torch.multiprocessing.get_context("spawn"), world_size, grace, {}
-        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        host, ctx = "127.0.0.1", torch.multiprocessing.get_context("spawn")
+        self.world, self.grace, self.procs_exit = world_size, grace, {}
+        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout),
+                                   wait_for_workers=False)
         pipes = [ctx.Pipe() for _ in range(world_size)]
         self.conns = [a for a, _ in pipes]
-        self.procs = [ctx.Process(target=_serve, daemon=True, args=(r, build, world_size, host, self.store.port, backend, timeout, threads, b, args, kwargs))
+        self.procs = [ctx.Process(target=_serve, daemon=True,
+                                  args=(r, build, world_size, host, self.store.port, backend, timeout, threads, b,
+                                        args, kwargs))
                       for r, (_, b) in enumerate(pipes)]
         for p in self.procs: p.start()
         for _, b in pipes: b.close()
@@ -161,7 +184,7 @@ class RankGroup:
         for c in self.conns: _send(c, (method, args))
         return self._collect()
 
-# %% ../../nbs/03e_ranks.ipynb #0b978311
+# %% ../../nbs/03e_ranks.ipynb #98955cd4
 @patch
 def _collect(self: RankGroup) -> list:
     "Every rank's reply; on the first error or death, the others' within `grace` seconds, then stop and raise."
@@ -172,13 +195,17 @@ def _collect(self: RankGroup) -> list:
             r = self.conns.index(c)
             try: replies[r] = _recv(c)
             except (EOFError, OSError): gone[r] = time.time()
-        gone.update({r: time.time() for r, p in enumerate(self.procs) if r not in replies and r not in gone and not p.is_alive() and not self.conns[r].poll()})
-        if until is None and (gone or any(k == "error" for k, _ in replies.values())): until = time.monotonic() + self.grace
+        gone.update({r: time.time() for r, p in enumerate(self.procs)
+                     if r not in replies and r not in gone and not p.is_alive() and not self.conns[r].poll()})
+        if until is None and (gone or any(k == "error" for k, _ in replies.values())):
+            until = time.monotonic() + self.grace
     errors = {r: v for r, (k, v) in replies.items() if k == "error"}
     if not errors and not gone: return [replies[r][1] for r in range(self.world)]
     self.close()
-    raise _group_error(self.world, errors, {r: (t, f"exited with status {self.procs_exit.get(r)} and no result") for r, t in gone.items()})
+    raise _group_error(self.world, errors,
+                       {r: (t, f"exited with status {self.procs_exit.get(r)} and no result") for r, t in gone.items()})
 
+# %% ../../nbs/03e_ranks.ipynb #22ea94c9
 @patch
 def close(self: RankGroup):
     "Tell every rank to stop, then end those that do not within a few seconds."
@@ -195,14 +222,16 @@ def close(self: RankGroup):
 
 # %% ../../nbs/03e_ranks.ipynb #17271c46
 class RankActor:
-    "One rank of a `RayRankGroup`, run as a Ray actor: rank 0 opens the store; each joins the group, builds its object, runs calls."
+    """One rank of a `RayRankGroup`, run as a Ray actor: rank 0 opens the store; each joins the group, builds its
+    object, runs calls."""
     def __init__(self, threads: int = 1): torch.set_num_threads(threads); self.obj = None
 
     def open_store(self, timeout: float) -> tuple[str, int]:
         "Rank 0: the rendezvous store, at this node's address on a port the system picks."
         import ray
         host = ray.util.get_node_ip_address()
-        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout), wait_for_workers=False)
+        self.store = dist.TCPStore(host, 0, None, is_master=True, timeout=timedelta(seconds=timeout),
+                                   wait_for_workers=False)
         return host, self.store.port
 
     def start(self, rank, world_size, host, port, backend, timeout, build, args, kwargs):
@@ -213,34 +242,41 @@ class RankActor:
 
     def call(self, method: str, args: tuple): return _attempt(lambda: getattr(self.obj, method)(*args))
 
-# %% ../../nbs/03e_ranks.ipynb #363c2b09
+# %% ../../nbs/03e_ranks.ipynb #ebb5d493
 class RayRankGroup:
     """`RankGroup` with Ray actors for ranks: `world_size` actors (each with `num_cpus` and `num_gpus`, and
     `runtime_env`) forming one process group; each builds `build(rank, world_size, *args, **kwargs)` and runs, in
     order, every method `call` sends. A rank that raises or dies stops the group with `RankError` naming the first."""
-    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1, grace: float = 10.0,
-                 num_cpus: float = 1, num_gpus: float = 0, runtime_env: dict | None = None, **kwargs):
+    def __init__(self, build, world_size: int, *args, backend: str = "gloo", timeout: float = 600.0, threads: int = 1,
+                 grace: float = 10.0, num_cpus: float = 1, num_gpus: float = 0, runtime_env: dict | None = None,
+                 **kwargs):
         import ray
         check_world_size(world_size)
         self.world, self.grace = world_size, grace
-        actor = ray.remote(RankActor).options(num_cpus=num_cpus, num_gpus=num_gpus, **({"runtime_env": runtime_env} if runtime_env else {}))
+        actor = ray.remote(RankActor).options(num_cpus=num_cpus, num_gpus=num_gpus,
+                                              **({"runtime_env": runtime_env} if runtime_env else {}))
         self.actors = [actor.remote(threads) for _ in range(world_size)]
         try: host, port = ray.get(self.actors[0].open_store.remote(timeout), timeout=timeout)
         except Exception as e:
-            self.close(); raise RankError(f"trainer rank 0 of {world_size} did not start: {type(e).__name__}: {_first_line(e)}") from None
-        self._collect([a.start.remote(r, world_size, host, port, backend, timeout, build, args, kwargs) for r, a in enumerate(self.actors)])
+            self.close()
+            raise RankError(f"trainer rank 0 of {world_size} did not start: {type(e).__name__}: "
+                            f"{_first_line(e)}") from None
+        self._collect([a.start.remote(r, world_size, host, port, backend, timeout, build, args, kwargs)
+                       for r, a in enumerate(self.actors)])
 
     def call(self, method: str, *args) -> list:
         "Run `method(*args)` on every rank's object; each rank's result, in rank order."
         if self.actors is None: raise RankError("the trainer process group was stopped")
         return self._collect([a.call.remote(method, args) for a in self.actors])
 
+# %% ../../nbs/03e_ranks.ipynb #717245b9
 def _first_line(e: BaseException) -> str: return (str(e).strip().splitlines() or [""])[0][:200]
 
-# %% ../../nbs/03e_ranks.ipynb #24561524
+# %% ../../nbs/03e_ranks.ipynb #64a50cbf
 @patch
 def _collect(self: RayRankGroup, refs: list) -> list:
-    "Every rank's reply to one call; on the first error or death, the others' within `grace` seconds, then stop and raise."
+    """Every rank's reply to one call; on the first error or death, the others' within `grace` seconds, then stop and
+    raise."""
     import ray
     pending, replies, gone, until = {ref: r for r, ref in enumerate(refs)}, {}, {}, None
     while pending and (until is None or time.monotonic() < until):
@@ -248,13 +284,16 @@ def _collect(self: RayRankGroup, refs: list) -> list:
         for ref in done:
             r = pending.pop(ref)
             try: replies[r] = ray.get(ref)
-            except Exception as e: gone[r] = (time.time(), f"ended with no result ({type(e).__name__}: {_first_line(e)})")
-        if until is None and (gone or any(k == "error" for k, _ in replies.values())): until = time.monotonic() + self.grace
+            except Exception as e:
+                gone[r] = (time.time(), f"ended with no result ({type(e).__name__}: {_first_line(e)})")
+        if until is None and (gone or any(k == "error" for k, _ in replies.values())):
+            until = time.monotonic() + self.grace
     errors = {r: v for r, (k, v) in replies.items() if k == "error"}
     if not errors and not gone: return [replies[r][1] for r in range(self.world)]
     self.close()
     raise _group_error(self.world, errors, gone)
 
+# %% ../../nbs/03e_ranks.ipynb #0ea2cc74
 @patch
 def close(self: RayRankGroup):
     "End every rank's actor (a rank blocked in a collective is ended too)."
@@ -263,10 +302,11 @@ def close(self: RayRankGroup):
     for a in self.actors: ray.kill(a)
     self.actors = None
 
-# %% ../../nbs/03e_ranks.ipynb #7c3e0a02
+# %% ../../nbs/03e_ranks.ipynb #1f79fad2
 class WorkerProcessError(RuntimeError):
     "A worker process that failed or exited; the message says which, in one line."
 
+# %% ../../nbs/03e_ranks.ipynb #0a9e9255
 def _serve_worker(build, kwargs: dict, conn):
     "A worker's process: build it, then run each call the parent sends, in order, until it sends None."
     import signal
@@ -279,7 +319,6 @@ def _serve_worker(build, kwargs: dict, conn):
         except (EOFError, OSError): break                     # the parent is gone
         if msg is None or obj is None: break
         reply = _attempt(lambda: getattr(obj, msg[0])(*msg[1]))
-
 
 # %% ../../nbs/03e_ranks.ipynb #7c3e0a03
 class WorkerProcess:
@@ -294,7 +333,9 @@ class WorkerProcess:
     def _reply(self):
         try: kind, value = _recv(self.conn)
         except (EOFError, OSError):
-            self.proc.join(5); raise WorkerProcessError(f"the {self.name} process exited with status {self.proc.exitcode} and no result") from None
+            self.proc.join(5)
+            raise WorkerProcessError(f"the {self.name} process exited with status {self.proc.exitcode} and no "
+                                     "result") from None
         if kind == "error": raise WorkerProcessError(f"the {self.name} process failed: {value[1].splitlines()[0]}")
         return value
 

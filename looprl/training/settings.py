@@ -21,7 +21,9 @@ ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
 class TrainSettings:
     "What training computes: the objective, the optimizer, the precision and the learners' limits."
     algorithm: str = "ppo"              # objective: ppo, grpo, dppo or flow-dppo
-    precision: str | None = None        # fp16 (FP16 weights, FP32 masters and gradients, loss scale) or fp32; default: the family's on a GPU (fp16 Huginn), fp32 on the CPU
+    # fp16 (FP16 weights, FP32 masters and gradients, loss scale) or fp32;
+    # default: the family's on a GPU (fp16 Huginn), fp32 on the CPU
+    precision: str | None = None
     optimizer: str = "adamw"            # adamw or sgd
     lr: float = 5e-5                    # learning rate after warm-up
     momentum: float = 0.0               # SGD momentum
@@ -49,9 +51,12 @@ class TrainSettings:
     entropy_coef: float = 0.0           # entropy bonus coefficient
     max_skipped_steps: int = 8          # stop after this many consecutive skipped (overflowing) FP16 steps
     threads: int = 1                    # torch threads per worker on the CPU
-    backend: str = "torch"              # trainer backend: torch, or megatron (Megatron-core's models and optimizer; CUDA)
-    distributed_optimizer: bool = False # megatron with adamw: Megatron's distributed optimizer (masters and moments sharded)
-    full_backprop: bool = False         # backpropagate through every loop (HRM-Text: also the L cycles L_bp_cycles skips)
+    # trainer backend: torch, or megatron (Megatron-core's models and optimizer; CUDA)
+    backend: str = "torch"
+    # megatron with adamw: Megatron's distributed optimizer (masters and moments sharded)
+    distributed_optimizer: bool = False
+    # backpropagate through every loop (HRM-Text: also the L cycles L_bp_cycles skips)
+    full_backprop: bool = False
 
     @property
     def use_critic(self): return self.algorithm != "grpo"
@@ -60,40 +65,54 @@ class TrainSettings:
     @property
     def dtype(self): return torch.float16 if self.precision == "fp16" else torch.float32
 
-# %% ../../nbs/03b_train_settings.ipynb #32dd5692
-TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"), backend=("torch", "megatron"),
-                     loss_agg=("seq-mean-token-mean", "token-mean"))
+# %% ../../nbs/03b_train_settings.ipynb #d6890b79
+TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
+                     backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"))
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
 _COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
+# %% ../../nbs/03b_train_settings.ipynb #faf79e53
 @patch
 def validate(self: TrainSettings) -> TrainSettings:
     "Refuse impossible settings with a message naming the field."
     for k, allowed in TRAIN_CHOICES.items():
-        if getattr(self, k) not in allowed: raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(str(a) for a in allowed if a)}")
+        if getattr(self, k) not in allowed:
+            raise ValueError(f"{k}: {getattr(self, k)!r} is not one of {', '.join(str(a) for a in allowed if a)}")
     for k in _POSITIVE:
-        if not (_finite(getattr(self, k)) and getattr(self, k) > 0): raise ValueError(f"{k}: must be a finite number > 0, got {getattr(self, k)!r}")
+        if not (_finite(getattr(self, k)) and getattr(self, k) > 0):
+            raise ValueError(f"{k}: must be a finite number > 0, got {getattr(self, k)!r}")
     for k in _NON_NEGATIVE:
-        if not (_finite(getattr(self, k)) and getattr(self, k) >= 0): raise ValueError(f"{k}: must be a finite number ≥ 0, got {getattr(self, k)!r}")
+        if not (_finite(getattr(self, k)) and getattr(self, k) >= 0):
+            raise ValueError(f"{k}: must be a finite number ≥ 0, got {getattr(self, k)!r}")
     for k, lo in _COUNTS.items():
         v = getattr(self, k)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{k}: must be an int ≥ {lo}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{k}: must be an int ≥ {lo}, got {v!r}")
     if not self.clip_low < 1: raise ValueError(f"clip_low: must be < 1, got {self.clip_low!r}")
-    if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high: raise ValueError(f"dppo_w_low, dppo_w_high: need 0 < low ≤ 1 ≤ high, got {self.dppo_w_low}, {self.dppo_w_high}")
+    if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high:
+        raise ValueError(f"dppo_w_low, dppo_w_high: need 0 < low ≤ 1 ≤ high, got {self.dppo_w_low}, {self.dppo_w_high}")
     for k in ("gamma", "lam"):
-        if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1): raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
+        if not (_finite(getattr(self, k)) and 0 <= getattr(self, k) <= 1):
+            raise ValueError(f"{k}: must be in [0, 1], got {getattr(self, k)!r}")
     b = self.betas
-    if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)): raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
+    if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)):
+        raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
     for k in ("recompute", "normalize_advantages", "distributed_optimizer", "full_backprop"):
-        if not isinstance(getattr(self, k), bool): raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
-    if self.compile_blocks not in (None, True, False): raise ValueError(f"compile_blocks: must be true, false or unset, got {self.compile_blocks!r}")
-    if self.distributed_optimizer and self.backend != "megatron": raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
+        if not isinstance(getattr(self, k), bool):
+            raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
+    if self.compile_blocks not in (None, True, False):
+        raise ValueError(f"compile_blocks: must be true, false or unset, got {self.compile_blocks!r}")
+    if self.distributed_optimizer and self.backend != "megatron":
+        raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
     if self.distributed_optimizer and self.optimizer != "adamw":
-        raise ValueError(f"distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")
+        raise ValueError("distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, "
+                         f"Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")
     m = self.minibatches
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1: raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
-    if self.algorithm == "flow-dppo" and m != 2: raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"minibatches: must be an int ≥ 1, got {m!r}")
+    if self.algorithm == "flow-dppo" and m != 2:
+        raise ValueError(f"minibatches: Flow-DPPO takes two steps over its two halves; it must be 2, got {m}")
     return self

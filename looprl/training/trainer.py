@@ -34,7 +34,8 @@ class SequenceBatch:
     lengths: torch.Tensor      # [N] prompt + response length
     seeds: list
     temperature: float         # the temperature the rows were sampled at: logits are divided by it
-    exits: object = None       # looprl.rollout.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
+    # looprl.rollout.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
+    exits: object = None
 
     @classmethod
     def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu", exits=None):
@@ -47,8 +48,8 @@ class SequenceBatch:
             ids[i, :len(p) + len(r)] = torch.tensor(list(p) + list(r))
             pred[i] = (len(p) - 1 + torch.arange(R)).clamp(max=S - 1)
             act[i, :len(r)] = torch.tensor(list(r), dtype=torch.long); mask[i, :len(r)] = 1
-        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device), list(seeds),
-                   float(temperature), exits)
+        return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device),
+                   list(seeds), float(temperature), exits)
 
     def rows(self, idx):
         "The sub-batch of rows `idx`, trimmed to its longest sequence."
@@ -58,34 +59,42 @@ class SequenceBatch:
                              self.lengths[idx], [self.seeds[i] for i in idx], self.temperature,
                              None if self.exits is None else self.exits.rows(idx, S))
 
-# %% ../../nbs/03d_trainer.ipynb #701ccd79
+# %% ../../nbs/03d_trainer.ipynb #f9219534
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
-    "Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has none)."
+    """Each row's initial recurrent states for positions 0…S−1 from its seed, as the model declares them (None if it has
+    none)."""
     return model.sequence_states(b.seeds, [b.ids.shape[1]] * len(b.seeds), dtype, device)
 
+# %% ../../nbs/03d_trainer.ipynb #79be02af
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     if b.exits is not None: return b.exits.hidden(model, b)      # looprl.rollout.exits: the recorded exit depths
     p = next(model.parameters())
-    kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}   # PrefixLM: the prompt both ways
+    # PrefixLM: the prompt both ways
+    kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}
     h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
 
+# %% ../../nbs/03d_trainer.ipynb #cecc9e13
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
     "Processed logits (÷ temperature, FP32) at response positions: [n, R, V]."
     h = response_hidden(actor, b)
     # divide by a device tensor, as the engine does (a Python scalar may become a multiply by 1/T on GPUs)
     return actor.logits(h) / torch.full((1, 1, 1), temperature, dtype=torch.float32, device=h.device)
 
+# %% ../../nbs/03d_trainer.ipynb #548861c1
 def response_logprobs(actor: LoopedLM, b: SequenceBatch, temperature: float, chunk_size: int | None = 8192):
-    "The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and verify)."
+    """The replay: processed log-probs [n, R] of each row's response tokens from one full-sequence forward (trainer and
+    verify)."""
     lp = O.selected_logprobs(response_logits(actor, b, temperature), b.actions, chunk_size)
-    return lp if b.exits is None else lp + b.exits.exit_logprobs     # sample mode: the exit's log-prob joins the token's
+    # sample mode: the exit's log-prob joins the token's
+    return lp if b.exits is None else lp + b.exits.exit_logprobs
 
+# %% ../../nbs/03d_trainer.ipynb #b8398483
 def response_values(critic: LoopedLM, b: SequenceBatch):
     return critic.values(response_hidden(critic, b))
 
-# %% ../../nbs/03d_trainer.ipynb #9b08b10c
+# %% ../../nbs/03d_trainer.ipynb #f3527332
 class Trainer:
     "Actor (and critic) learners over a rollout batch. Lives on the training device."
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu"):
@@ -95,7 +104,9 @@ class Trainer:
         self.actor = Learner(actor.to(self.device), s)
         compile_blocks = self.device.type == "cuda" if s.compile_blocks is None else s.compile_blocks
         for m in (actor, critic):
-            if m is not None: m.recompute, m.recompute_every, m.full_backprop, m.compile_blocks = s.recompute, s.recompute_every, s.full_backprop, compile_blocks
+            if m is None: continue
+            m.recompute, m.recompute_every, m.full_backprop = s.recompute, s.recompute_every, s.full_backprop
+            m.compile_blocks = compile_blocks
         self.critic = None
         if s.use_critic:
             if critic is None: raise ValueError(f"{s.algorithm} needs a critic")
@@ -117,7 +128,8 @@ class Trainer:
         return [idx[i:i + mb] for i in range(0, len(idx), mb)]
 
     def step_share(self, micro: list) -> list:
-        "The micro-batches of one optimizer step that this process runs: all of them (a sharded trainer runs its share)."
+        """The micro-batches of one optimizer step that this process runs: all of them (a sharded trainer runs its
+        share)."""
         return micro
 
     def reduce_step_metrics(self, metrics: dict) -> dict:
@@ -143,6 +155,7 @@ class Trainer:
         "Continue from checkpoint directory `d` (this process's RNG too)."
         self.load_state_dict(load_trainer_state(Path(d)))
 
+# %% ../../nbs/03d_trainer.ipynb #29cbb87d
 def _weighted(items):
     "Weighted average of metric dicts [(w, {k: v})] (weights sum to 1 over a step)."
     out = {}
@@ -150,7 +163,7 @@ def _weighted(items):
         for k, v in d.items(): out[k] = out.get(k, 0.0) + w * float(v)
     return out
 
-# %% ../../nbs/03d_trainer.ipynb #cf45d2bc
+# %% ../../nbs/03d_trainer.ipynb #9f4d46a4
 @patch
 @torch.no_grad()
 def _selected_logprobs(self: Trainer, b: SequenceBatch):
@@ -160,6 +173,7 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch):
         out[rows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
+# %% ../../nbs/03d_trainer.ipynb #7e0a4b69
 @patch
 @torch.no_grad()
 def _full_logprobs(self: Trainer, b: SequenceBatch):
@@ -168,6 +182,7 @@ def _full_logprobs(self: Trainer, b: SequenceBatch):
         out.append(response_logits(self.actor.model, b.rows(rows), b.temperature).log_softmax(-1).cpu())
     return out   # list per micro-batch of [n, R, V] (FP32, CPU)
 
+# %% ../../nbs/03d_trainer.ipynb #c45ad577
 @patch
 @torch.no_grad()
 def _values(self: Trainer, b: SequenceBatch):
@@ -176,13 +191,14 @@ def _values(self: Trainer, b: SequenceBatch):
         out[rows] = response_values(self.critic.model, b.rows(rows))
     return out * b.mask
 
-# %% ../../nbs/03d_trainer.ipynb #5e2b85b1
+# %% ../../nbs/03d_trainer.ipynb #3ff94581
 @patch
 def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen):
     s, a, m = self.s, adv[mrows], sb.mask
     if s.algorithm == "flow-dppo":
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
-        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size, agg=s.loss_agg)
+        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size,
+                                       agg=s.loss_agg)
     logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
     if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
     if s.algorithm == "dppo":
@@ -190,6 +206,7 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
                                   w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
     return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, agg=s.loss_agg)
 
+# %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
 def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
     s, metrics = self.s, []
@@ -206,25 +223,28 @@ def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
         metrics.append((w, {"loss": float(loss.detach()), **met}))
     return {**self.reduce_step_metrics(_weighted(metrics)), **self.actor.step()}
 
+# %% ../../nbs/03d_trainer.ipynb #512b6893
 @patch
 def _critic_step(self: Trainer, b, rows, values_old, returns):
     metrics = []
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         v = response_values(self.critic.model, sb)
-        loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip, agg=self.s.loss_agg)
+        loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip,
+                                 agg=self.s.loss_agg)
         w = self._weight(b, mrows, rows)
         self.critic.backward(loss * w)
         metrics.append((w, {"value_loss": float(loss.detach()), **met}))
     return {**self.reduce_step_metrics(_weighted(metrics)), **{f"critic_{k}": v for k, v in self.critic.step().items()}}
 
-# %% ../../nbs/03d_trainer.ipynb #c6874c7a
+# %% ../../nbs/03d_trainer.ipynb #0ad022fb
 def rollout_parts(n: int, parts: int) -> list[list[int]]:
     "Indices of `parts` disjoint consecutive equal slices of a batch of `n` completions."
     if parts < 1 or n % parts: raise ValueError(f"{n} completions do not split into {parts} equal parts")
     k = n // parts
     return [list(range(i * k, (i + 1) * k)) for i in range(parts)]
 
+# %% ../../nbs/03d_trainer.ipynb #f97d8e9a
 def merge_step_metrics(steps: list[dict]) -> dict:
     "One step: its metrics. Several: `step{k}_name` for each, and the mean of each name over the steps."
     if len(steps) == 1: return dict(steps[0])
@@ -267,15 +287,17 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     out["skipped_steps"] = sum(l.skipped_steps for l in learners)
     out["consecutive_skipped_steps"] = max(l.consecutive_skips for l in learners)
     lens = b.mask.sum(1).long().tolist()
-    rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)], replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
+    rec = dict(advantages=[adv[i, :n].tolist() for i, n in enumerate(lens)],
+               replay_logprobs=[replay[i, :n].tolist() for i, n in enumerate(lens)])
     if values_old is not None:
         rec["values"] = [values_old[i, :n].tolist() for i, n in enumerate(lens)]
         rec["returns"] = [returns[i, :n].tolist() for i, n in enumerate(lens)]
     return dict(metrics=out, records=rec)
 
-# %% ../../nbs/03d_trainer.ipynb #5438dea3
+# %% ../../nbs/03d_trainer.ipynb #4227fd1e
 def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -> tuple:
-    "The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where every backend starts."
+    """The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where
+    every backend starts."""
     from looprl.model.config import load_config
     cfg = cfg or load_config(model_dir)
     tensors = read_tensors(model_dir)
@@ -286,7 +308,10 @@ def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -
         with torch.no_grad(): critic.value_head.weight.zero_()
     return actor, critic
 
+# %% ../../nbs/03d_trainer.ipynb #ed901082
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
-    "A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir` (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."
-    if s.backend != "torch": raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
+    """A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`
+    (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."""
+    if s.backend != "torch":
+        raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
     return Trainer(*native_start(model_dir, s, cfg), s, device)
