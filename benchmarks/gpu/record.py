@@ -9,6 +9,8 @@ usage: python3 benchmarks/gpu/record.py stamp FILE                   add `script
                                                                      summary, with the commands
        python3 benchmarks/gpu/record.py beside FILE PROBE                 the probe's rows (huginn_decode_probe.py's JSON) beside
                                                                      the decode rows of FILE, with the ratios per B
+       python3 benchmarks/gpu/record.py rows FILE PART...            the results of several bench files (PART) as one file's
+                                                                     rows, each with its command
        python3 benchmarks/gpu/record.py resume FILE CASE A B COMPARE COMMANDS   resume equality of runs A and B (looprl.compare
                                                                      --json output in COMPARE); prints a summary line
 COMMANDS is a file of the command lines that made the runs, one a line."""
@@ -91,10 +93,17 @@ def beside(path, probe):
                        ("B", "default_ms", "default_over_bound", "graph_over_bound", "eager_ms", "probe_graph_ms", "probe_eager_ms",
                         "eager_over_probe_eager")))
 
+def rows(path, *parts):
+    "One file whose `rows` are the results of the bench files `parts` (each with its command), the first's environment."
+    docs = [json.loads(Path(p).read_text()) for p in parts]
+    out = dict(command="; ".join(d["command"] for d in docs), environment=docs[0].get("environment"),
+               rows=[dict(command=d["command"], **d["result"]) for d in docs])
+    Path(path).write_text(json.dumps(stamped(out), indent=1))
+
 if __name__ == "__main__":
-    verbs = dict(stamp=(stamp, 1), beside=(beside, 2), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6))
+    verbs = dict(stamp=(stamp, 1), beside=(beside, 2), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6), rows=(rows, None))
     if len(sys.argv) < 2 or sys.argv[1] not in verbs: sys.exit(__doc__)
     f, n = verbs[sys.argv[1]]
     args = sys.argv[2:]
-    if (n is not None and len(args) != n) or (n is None and len(args) < 3): sys.exit(f"record.py {sys.argv[1]}: wrong arguments\n{__doc__}")
+    if (n is not None and len(args) != n) or (n is None and len(args) < (2 if f is rows else 3)): sys.exit(f"record.py {sys.argv[1]}: wrong arguments\n{__doc__}")
     f(*args)
