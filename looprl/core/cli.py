@@ -31,7 +31,8 @@ def is_looprl_error(e: BaseException) -> bool:
     return isinstance(e, UsageError) or type(e).__module__.partition(".")[0] == "looprl"
 
 def error_message(e: BaseException, subject=None) -> str:
-    "One line for `e`: looprl's own errors as they are; others prefixed with `subject` and their type, unless they name `subject`."
+    """One line for `e`: looprl's own errors as they are; others prefixed with `subject` and their type, unless they
+    name `subject`."""
     msg = one_line(e) or type(e).__name__
     if is_looprl_error(e) or subject is None or str(subject) in msg: return msg
     return f"{subject}: {type(e).__name__}: {msg}"
@@ -44,7 +45,8 @@ def fail(command: str, message, code: int = 2) -> NoReturn:
 
 @contextmanager
 def refuse_bad_input(command: str, subject=None, errors: tuple = BAD_INPUT) -> Iterator[None]:
-    "Run the body; any of `errors` raised in it becomes `fail(command, error_message(e, subject))`: one line, exit status 2."
+    """Run the body; any of `errors` raised in it becomes `fail(command, error_message(e, subject))`: one line, exit
+    status 2."""
     try: yield
     except errors as e: fail(command, error_message(e, subject))
 

@@ -41,7 +41,8 @@ class _Watchdog:
     "One daemon thread that raises `AnswerTimeout`, once, in each watched thread whose budget is spent."
     period = 0.005
     def __init__(self):
-        self.lock, self.wake, self.watches, self.thread, self.pid = threading.Lock(), threading.Event(), set(), None, os.getpid()
+        self.lock, self.wake, self.watches = threading.Lock(), threading.Event(), set()
+        self.thread, self.pid = None, os.getpid()
 
     def watch(self, w: _Watch):
         if self.pid != os.getpid(): self.__init__()          # a forked child: fresh lock and thread

@@ -51,7 +51,8 @@ def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
 def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
     "The leaf of one tensor, on the CPU (runs of blocks hashed on `pool` when given)."
     mv = _tensor_bytes(t)
-    runs = pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None else (_sha_run(mv, *r) for r in _runs(len(mv)))
+    runs = (pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None
+            else (_sha_run(mv, *r) for r in _runs(len(mv))))
     return leaf_from_blocks(name, t.dtype, t.shape, [d for run in runs for d in run])
 
 def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:

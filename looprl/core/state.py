@@ -27,25 +27,30 @@ class RunError(ValueError):
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 
 # %% ../../nbs/00g_state.ipynb #b6fa6fca
-RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy", "rng.torch_cpu",
-              "rng.torch_cuda", "sampler", "cursor", "version", "pending")
+RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy",
+              "rng.torch_cpu", "rng.torch_cuda", "sampler", "cursor", "version", "pending")
 SKIP_RESTORE_VAR = "LOOPRL_SKIP_RESTORE"
 
 def _restorable(part: str) -> bool:
-    "One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer processes)."
+    """One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer
+    processes)."""
     return part in RESTORABLE or (part.startswith("shard.") and part[6:].isdigit())
 
 def skipped_parts() -> set[str]:
-    "The parts `LOOPRL_SKIP_RESTORE` names: fault injection for the negative tests, which must see a resume that leaves them fresh differ."
+    """The parts `LOOPRL_SKIP_RESTORE` names: fault injection for the negative tests, which must see a resume that
+    leaves them fresh differ."""
     names = {n.strip() for n in os.environ.get(SKIP_RESTORE_VAR, "").split(",") if n.strip()}
     unknown = sorted(n for n in names if not _restorable(n))
-    if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
+    if unknown:
+        raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
     return names
 
 def left_fresh(*parts: str) -> set[str]:
-    "Which of `parts` a resume leaves as a fresh run has them (for a learner that must copy them before loading in place)."
+    """Which of `parts` a resume leaves as a fresh run has them (for a learner that must copy them before loading in
+    place)."""
     for p in parts:
-        if not _restorable(p): raise ValueError(f"{p!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
+        if not _restorable(p):
+            raise ValueError(f"{p!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
     return skipped_parts() & set(parts)
 
 def restore(loaders: dict):
@@ -61,7 +66,8 @@ def capture_rng() -> dict:
     return dict(python=[st[0], list(st[1]), st[2]],
                 numpy=[npst[0], torch.from_numpy(npst[1].astype(np.int64)), int(npst[2]), int(npst[3]), float(npst[4])],
                 torch_cpu=torch.get_rng_state(),
-                torch_cuda=[torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [])
+                torch_cuda=[torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())]
+                if torch.cuda.is_available() else [])
 
 def seed_everything(seed: int):
     "Seed Python, NumPy and torch (CPU and CUDA) from the run seed: a new run starts from a known state."
@@ -96,10 +102,12 @@ def fault_point(name: str):
 # %% ../../nbs/00g_state.ipynb #9a640001
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
-def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2, rng: dict | None = None) -> Path:
+def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2,
+                    rng: dict | None = None) -> Path:
     """Atomically write the checkpoint taken after `update` updates and point `latest` at it.
     `write_trainer(dir)` writes the trainer's files into the temporary directory (the trainer may live
-    in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the background) and the loop state."""
+    in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the
+    background) and the loop state."""
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
     dst = ck / checkpoint_name(update)
@@ -117,14 +125,16 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
 def save_trainer_state(state: dict, d: Path, processes: int = 1, tensor_parallel: int = 1):
     """Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives),
     with the number of trainer processes and the tensor-parallel size that made it."""
-    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel}, Path(d) / "trainer.pt")
+    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+               Path(d) / "trainer.pt")
 
 # %% ../../nbs/00g_state.ipynb #9a640002
 def _same_layout(d: Path, made: tuple, asked: tuple):
     "Refuse a checkpoint made by another number of trainer processes (or tensor-parallel size), naming both."
     if made[0] != asked[0]:
         raise RunError(f"{d}: written by {made[0]} trainer process{'es' * (made[0] != 1)}; this run has {asked[0]} "
-                       f"(resume with --trainer-processes {made[0]}: its shards resume exactly only on as many processes)")
+                       f"(resume with --trainer-processes {made[0]}: its shards resume exactly only on as many "
+                       f"processes)")
     if made[1] != asked[1]: raise RunError(f"{d}: written with --tensor-parallel {made[1]}; this run has {asked[1]}")
 
 def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor_parallel: int = 1) -> dict:
@@ -151,15 +161,18 @@ def load_loop_state(d: Path, restore: bool = True) -> dict:
 # %% ../../nbs/00g_state.ipynb #82c97cb0
 def rank_file(rank: int) -> str: return f"trainer-rank{rank}.pt"
 
-MEGATRON_STATE = "megatron"     # the checkpoint folder of the Megatron trainer's dist_checkpointing files: one folder per learner
+# the checkpoint folder of the Megatron trainer's dist_checkpointing files: one folder per learner
+MEGATRON_STATE = "megatron"
 
 def save_rank_state(state: dict, d: Path, rank: int, processes: int, tensor_parallel: int = 1):
     "Write trainer rank `rank`'s part of the state, with its process's RNG, into checkpoint directory `d`."
-    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes,
+                "tensor_parallel": tensor_parallel},
                Path(d) / rank_file(rank))
 
 def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1, restore: bool = True) -> dict:
-    "Read trainer rank `rank`'s part from checkpoint directory `d` (refused when another process count wrote it); restores this process's RNG if `restore`."
+    """Read trainer rank `rank`'s part from checkpoint directory `d` (refused when another process count wrote it);
+    restores this process's RNG if `restore`."""
     d = Path(d)
     made = len(list(d.glob("trainer-rank*.pt"))) or 1            # no rank files: one trainer process wrote trainer.pt
     _same_layout(d, (made, tensor_parallel), (processes, tensor_parallel))
@@ -177,7 +190,8 @@ def append_metrics(run: Path, line: dict):
         f.write(json.dumps(line) + "\n"); f.flush(); os.fsync(f.fileno())
 
 def read_metrics(run: Path) -> list[dict]:
-    "The metrics lines of a run; a torn last line (no newline: a write cut short) is dropped, a broken line elsewhere is an error."
+    """The metrics lines of a run; a torn last line (no newline: a write cut short) is dropped, a broken line elsewhere
+    is an error."""
     f = Path(run) / METRICS
     if not f.exists(): return []
     *whole, tail = f.read_text().split("\n")            # `tail` is "" unless the last write was cut short

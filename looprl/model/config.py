@@ -59,7 +59,8 @@ class LoopedConfig:
 
 # %% ../../nbs/01a_config.ipynb #f0e6897e
 def config_value(raw: dict, key: str, typ: type, src: str, default=None, required: bool = True):
-    "`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a ConfigError."
+    """`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a
+    ConfigError."""
     if key not in raw or raw[key] is None:
         if required and default is None: raise ConfigError(f"{src}: missing key '{key}'")
         return default
@@ -87,11 +88,13 @@ def llama_fields(raw: dict, src: str, depth_key: str) -> dict:
     if H % kv: raise ConfigError(f"{src}: num_attention_heads {H} is not a multiple of num_key_value_heads {kv}")
     hd = need("head_dim", int, default=raw.get("kv_channels") or (E // H if E % H == 0 else None))
     if hd % 2: raise ConfigError(f"{src}: head_dim {hd} must be even for RoPE")
-    if raw.get("hidden_act", "silu") != "silu": raise ConfigError(f"{src}: key 'hidden_act' is {raw['hidden_act']!r}; only 'silu' is supported")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{src}: key 'hidden_act' is {raw['hidden_act']!r}; only 'silu' is supported")
     return dict(vocab_size=need("vocab_size", int), hidden_size=E, intermediate_size=need("intermediate_size", int),
                 n_heads=H, n_kv_heads=kv, head_dim=hd, n_prelude=0, n_core=need("num_hidden_layers", int), n_coda=0,
                 depth=need(depth_key, int), rope_base=need("rope_theta", float), norm_eps=need("rms_norm_eps", float),
-                max_positions=need("max_position_embeddings", int), tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+                max_positions=need("max_position_embeddings", int),
+                tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
                 qk_bias=False, bos_token_id=raw.get("bos_token_id"), eos_token_ids=token_ids(raw.get("eos_token_id")),
                 pad_token_id=raw.get("pad_token_id"))
 
@@ -135,7 +138,8 @@ def real_config(name: str) -> LoopedConfig:
 def tiny_config(family: str, **overrides) -> LoopedConfig:
     "A tiny configuration of `family` with every structural feature of the real model."
     try: raw = get_family(family).tiny
-    except FamilyError: raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(family_names())}") from None
+    except FamilyError:
+        raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(family_names())}") from None
     return config_from_dict({**raw, **overrides}, f"tiny:{family}")
 
 # %% ../../nbs/01a_config.ipynb #d4e5f6a7
@@ -145,6 +149,7 @@ def preset_config(spec) -> LoopedConfig:
     if spec in real_presets(): return real_config(spec)
     if Path(spec).is_dir(): return load_config(spec)
     if spec == "tiny": return tiny_config(family_names()[0])
-    if spec.startswith("tiny-") and spec.removeprefix("tiny-") in family_names(): return tiny_config(spec.removeprefix("tiny-"))
+    if spec.startswith("tiny-") and spec.removeprefix("tiny-") in family_names():
+        return tiny_config(spec.removeprefix("tiny-"))
     raise ConfigError(f"unknown preset {spec!r}: a checkpoint directory, one of {', '.join(real_presets())}, tiny, "
                       f"or tiny-<family> ({', '.join(family_names())})")

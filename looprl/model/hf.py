@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 from .config import LoopedConfig, load_config, tiny_config, ConfigError
 from .models import build_model, init_weights, LoopedLM
 from ..core.atomic import atomic_dir
-from ..core.digest import DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_blocks, leaf_from_blocks, tensor_leaf, digest_from_leaves
+from ..core.digest import (DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_blocks, leaf_from_blocks, tensor_leaf,
+                                digest_from_leaves)
 from ..core.precision import dtype_name
 
 # %% auto #0
@@ -52,9 +53,10 @@ def state_digest(tensors, threads: int = 16) -> str:
 # %% ../../nbs/01j_hf.ipynb #47410f32
 def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch.Tensor]:
     "A snapshot of the actor's native tensors (copies on `device`), optionally cast to `dtype` (buffers stay FP32)."
-    if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
+    if model.role != "actor":
+        raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
     out, fixed = {}, model.fixed_buffers()
-    for name, t in model.state_dict().items():     # a snapshot: every tensor is a copy (tied aliases become two tensors)
+    for name, t in model.state_dict().items():   # a snapshot: every tensor is a copy (tied aliases become two tensors)
         t = t.detach()
         if dtype is not None and name not in fixed and t.is_floating_point(): t = t.to(dtype)
         out[name] = t.to(device, copy=True).contiguous()
@@ -99,7 +101,8 @@ def checkpoint_files(path) -> list[Path]:
     idx = path / "model.safetensors.index.json"
     if idx.exists():
         try: wmap = json.loads(idx.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e: raise CheckpointError(f"{idx}: not a valid safetensors index ({e})") from None
+        except (json.JSONDecodeError, KeyError) as e:
+            raise CheckpointError(f"{idx}: not a valid safetensors index ({e})") from None
         files = sorted(set(wmap.values()))
         for f in files:
             if not (path / f).exists(): raise CheckpointError(f"{idx}: shard {f} is missing")
@@ -120,7 +123,8 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
     return out
 
 # %% ../../nbs/01j_hf.ipynb #5481936a
-def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint", role: str | None = None):
+def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint",
+                  role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
     role = role or model.role
     want = {n: tuple(t.shape) for n, t in model.state_dict().items()}
@@ -129,10 +133,15 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
         if "lm_head.weight" in tensors: want["lm_head.weight"] = (model.cfg.vocab_size, model.cfg.hidden_size)
     missing = sorted(set(want) - set(tensors))
     extra = sorted(set(tensors) - set(want))
-    if missing: raise CheckpointError(f"{src}: missing tensor {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra: raise CheckpointError(f"{src}: unexpected tensor {extra[0]}" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    if missing:
+        raise CheckpointError(f"{src}: missing tensor {missing[0]}"
+                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    if extra:
+        raise CheckpointError(f"{src}: unexpected tensor {extra[0]}"
+                              + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
     for n, shp in want.items():
-        if tuple(tensors[n].shape) != shp: raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")
+        if tuple(tensors[n].shape) != shp:
+            raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")
     for first, *others in model.tied_aliases():             # names of one tensor must carry one value
         for n in others:
             if first in tensors and n in tensors and not torch.equal(tensors[n], tensors[first]):
@@ -159,7 +168,8 @@ def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: Lo
 
 # %% ../../nbs/01j_hf.ipynb #09b5197b
 def checkpoint_sha256(path) -> str:
-    "SHA-256 over a checkpoint directory's config and weight files (names and bytes): the model's identity in a run contract."
+    """SHA-256 over a checkpoint directory's config and weight files (names and bytes): the model's identity in a run
+    contract."""
     path, h = Path(path), hashlib.sha256()
     files = [path / "config.json"] + checkpoint_files(path)
     if (path / "model.safetensors.index.json").exists(): files.append(path / "model.safetensors.index.json")

@@ -24,7 +24,8 @@ def interpreting() -> bool:
     return triton is not None and os.environ.get("TRITON_INTERPRET") == "1"
 
 def fused_available(device) -> bool:
-    "Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the interpreter runs)."
+    """Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the
+    interpreter runs)."""
     if triton is None: return False
     return torch.device(device).type == "cuda" or interpreting()
 
@@ -39,7 +40,8 @@ def _spec(a):
     return a == 1, a % 16 == 0, -2**31 <= a < 2**31
 
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
-    "`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once compiled."
+    """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once
+    compiled."""
     if not DIRECT_LAUNCH or interpreting(): return kernel[grid](*args, **constexprs, num_warps=num_warps)
     dev = next(a for a in args if isinstance(a, torch.Tensor)).device
     key = (kernel, dev.index, len(grid), num_warps, *constexprs.items(), *map(_spec, args))
@@ -48,8 +50,8 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
         _COMPILED[key] = kernel[grid](*args, **constexprs, num_warps=num_warps)
         return
     g = (*grid, 1, 1)
-    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function, compiled.packed_metadata,
-                 None, None, None, *args, *constexprs.values())
+    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function,
+                 compiled.packed_metadata, None, None, None, *args, *constexprs.values())
 
 # %% ../../nbs/01e_kernels.ipynb #19d7c315
 if triton is not None:
@@ -133,7 +135,8 @@ if triton is not None:
 # %% ../../nbs/01e_kernels.ipynb #bca93057
 def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None):
     """Rotate q [B,1,H,D] and k [B,1,Hkv,D] (plus biases [H,D]/[Hkv,D]) by cos/sin [B,D/2] (FP32); write k and v
-    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D] (contiguous)."""
+    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D]
+    (contiguous)."""
     B, _, H, D = q.shape
     KVH = k.shape[2]
     for t in (q, k, v):
@@ -174,7 +177,8 @@ if triton is not None:
 # %% ../../nbs/01e_kernels.ipynb #f41a7dac
 if triton is not None:
     @triton.jit
-    def _attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, TILES, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
+    def _attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, TILES, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                                  BLOCK_S: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)            # b·H + h
         j = tl.arange(0, BLOCK_S)
         mj = j < TILES
@@ -187,10 +191,11 @@ if triton is not None:
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
 # %% ../../nbs/01e_kernels.ipynb #f41a7dad
-DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)   # keys per program and its warps: the best of a sweep on the H200
+DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)  # keys per program and its warps: the best of a sweep on the H200
                                                         # (benchmarks/results/h200/attention-sweep.json)
 
-def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
+                     num_warps: int | None = None) -> torch.Tensor:
     "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
     block_t, num_warps = block_t or DECODE_ATTENTION_TILE["block_t"], num_warps or DECODE_ATTENTION_TILE["num_warps"]
     B, H, D = q.shape
@@ -198,7 +203,8 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_w
     tiles, BLOCK_D = triton.cdiv(T, block_t), triton.next_power_of_2(D)
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
-    launch(_attention_tile_kernel, (B, H, tiles), (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
+    launch(_attention_tile_kernel, (B, H, tiles),
+           (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
                                                    k_plane.stride(2), H, H // KVH, D ** -0.5),
            dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
@@ -226,5 +232,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     g2, u2 = gate.reshape(-1, N), up.reshape(-1, N)
     out = torch.empty(g2.shape[0], N, dtype=gate.dtype, device=gate.device)
     BLOCK = 1024
-    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N), dict(BLOCK=BLOCK), 4)
+    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N),
+           dict(BLOCK=BLOCK), 4)
     return out.view(*shape[:-1], N)

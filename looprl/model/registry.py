@@ -31,12 +31,15 @@ class Family:
     zero_size_keys: dict = field(default_factory=dict)   # the same for sizes that may be 0 (Huginn's prelude and coda)
     presets: dict = field(default_factory=dict)     # preset name → file under looprl/assets/configs
     embedded: Path | None = None                # the shipped warm-started tiny checkpoint, if any
-    megatron_layout: object | None = None       # its Megatron-core names (a looprl.model.megatron.MegatronLayout); None: it has none
+    # its Megatron-core names (a looprl.model.megatron.MegatronLayout); None: it has none
+    megatron_layout: object | None = None
 
     def __post_init__(self):
-        if not self.name or not isinstance(self.name, str): raise FamilyError(f"family name must be a non-empty string, got {self.name!r}")
+        if not self.name or not isinstance(self.name, str):
+            raise FamilyError(f"family name must be a non-empty string, got {self.name!r}")
         if self.default_precision not in ("fp16", "fp32"):
-            raise FamilyError(f"family {self.name!r}: default_precision must be 'fp16' or 'fp32', got {self.default_precision!r}")
+            raise FamilyError(f"family {self.name!r}: default_precision must be 'fp16' or 'fp32', got "
+                              f"{self.default_precision!r}")
         if self.tiny.get("model_type") != self.name:
             raise FamilyError(f"family {self.name!r}: its tiny preset has model_type {self.tiny.get('model_type')!r}")
 
@@ -48,10 +51,12 @@ _plugins_loaded = False
 def register(family: Family, replace: bool = False) -> Family:
     "Make `family` known to every part of looprl in this process; returns it."
     if not isinstance(family, Family): raise FamilyError(f"register() takes a Family, got {type(family).__name__}")
-    if family.name in _FAMILIES and not replace: raise FamilyError(f"family {family.name!r} is already registered (pass replace=True)")
+    if family.name in _FAMILIES and not replace:
+        raise FamilyError(f"family {family.name!r} is already registered (pass replace=True)")
     for other in _FAMILIES.values():
         clash = set(other.presets) & set(family.presets)
-        if other.name != family.name and clash: raise FamilyError(f"family {family.name!r}: preset {sorted(clash)[0]!r} belongs to {other.name!r}")
+        if other.name != family.name and clash:
+            raise FamilyError(f"family {family.name!r}: preset {sorted(clash)[0]!r} belongs to {other.name!r}")
     _FAMILIES[family.name] = family
     return family
 
@@ -71,7 +76,8 @@ def _load_plugins():
             obj = ep.load()
             if not isinstance(obj, Family) and callable(obj): obj = obj()
             if isinstance(obj, Family) and obj.name not in _FAMILIES: register(obj)
-        except Exception as e: raise FamilyError(f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed: {e}") from e
+        except Exception as e:
+            raise FamilyError(f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed: {e}") from e
 
 def family_names() -> tuple[str, ...]:
     "Names of the registered families, the package's own first (Huginn first)."
