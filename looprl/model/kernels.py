@@ -13,7 +13,7 @@ import torch
 __all__ = ['DIRECT_LAUNCH', 'DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'launch', 'add_rmsnorm', 'rmsnorm',
            'rope_cache_write', 'decode_attention', 'silu_mul']
 
-# %% ../../nbs/01e_kernels.ipynb #8182f6e9
+# %% ../../nbs/01e_kernels.ipynb #95da6c05
 try:
     import triton, triton.language as tl
 except ImportError:            # CPU-only installs: the plain PyTorch path serves
@@ -23,13 +23,14 @@ def interpreting() -> bool:
     "True when Triton runs kernels in its CPU interpreter (`TRITON_INTERPRET=1`, for tests without a GPU)."
     return triton is not None and os.environ.get("TRITON_INTERPRET") == "1"
 
+# %% ../../nbs/01e_kernels.ipynb #21d4578a
 def fused_available(device) -> bool:
     """Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the
     interpreter runs)."""
     if triton is None: return False
     return torch.device(device).type == "cuda" or interpreting()
 
-# %% ../../nbs/01e_kernels.ipynb #7a1c0002
+# %% ../../nbs/01e_kernels.ipynb #0c42f62e
 DIRECT_LAUNCH = False         # off until tests/test_kernels.py::test_direct_launch_same_bits_cuda has passed on a GPU
 _COMPILED: dict = {}          # specialization key → the compiled kernel
 
@@ -39,6 +40,7 @@ def _spec(a):
     if isinstance(a, bool) or not isinstance(a, int): return type(a)
     return a == 1, a % 16 == 0, -2**31 <= a < 2**31
 
+# %% ../../nbs/01e_kernels.ipynb #2c8f1c72
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
     """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once
     compiled."""
@@ -74,10 +76,11 @@ if triton is not None:
             z = (z.to(tl.float32) * tl.load(w2_ptr + cols, mask=m, other=0.0).to(tl.float32)).to(a.dtype)
             tl.store(y2_ptr + row * N + cols, z, mask=m)
 
-# %% ../../nbs/01e_kernels.ipynb #19d7c316
+# %% ../../nbs/01e_kernels.ipynb #213a8a18
 def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1]).contiguous()
 
+# %% ../../nbs/01e_kernels.ipynb #fa0eea3c
 def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
     "`norm(a + x)` (or `norm(a)` when x is None) in one kernel; with `then`, also `then(norm(a + x))`."
     shape, N = a.shape, a.shape[-1]
@@ -91,6 +94,7 @@ def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
            dict(HAS_ADD=x is not None, HAS_SECOND=then is not None, BLOCK=BLOCK), 8 if BLOCK >= 4096 else 4)
     return (y.view(shape), y2.view(shape)) if then is not None else y.view(shape)
 
+# %% ../../nbs/01e_kernels.ipynb #be62e45f
 def rmsnorm(x: torch.Tensor, norm) -> torch.Tensor:
     "`norm(x)` in one kernel."
     return add_rmsnorm(x, None, norm)
@@ -205,7 +209,7 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
     launch(_attention_tile_kernel, (B, H, tiles),
            (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
-                                                   k_plane.stride(2), H, H // KVH, D ** -0.5),
+            k_plane.stride(2), H, H // KVH, D ** -0.5),
            dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
     BLOCK_S = triton.next_power_of_2(tiles)
