@@ -23,11 +23,12 @@ __all__ = ['require_megatron', 'init_megatron_parallel', 'qk_bias_attention', 's
            'transformer_config', 'MegatronLoopedLM', 'tp_share', 'tp_unshare', 'load_native', 'native_state',
            'megatron_model_class', 'build_megatron_model']
 
-# %% ../../nbs/01l_megatron_model.ipynb #3bee0f53
+# %% ../../nbs/01l_megatron_model.ipynb #cc0133a0
 def require_megatron(what: str = "the Megatron-core backend") -> None:
     "Raise one ImportError, naming how to install it, when megatron-core is not importable."
     if megatron_core_version() is None: raise ImportError(f"{what} needs megatron-core: {megatron_install_hint()}")
 
+# %% ../../nbs/01l_megatron_model.ipynb #0601bc92
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
@@ -53,13 +54,14 @@ def init_megatron_parallel(tp: int = 1, seed: int = 0, device: str | None = None
     if cuda: model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
     else: initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
 
-# %% ../../nbs/01l_megatron_model.ipynb #7b3d2923
+# %% ../../nbs/01l_megatron_model.ipynb #10b5fe05
 def _mark_tensor_parallel(p: torch.nn.Parameter, dim: int) -> torch.nn.Parameter:
     """Tell Megatron (optimizer, gradient clipping, checkpoints) that `p` is split over tensor-parallel ranks along
     `dim`."""
     p.tensor_model_parallel, p.partition_dim, p.partition_stride = True, dim, 1
     return p
 
+# %% ../../nbs/01l_megatron_model.ipynb #ec6984f9
 @functools.cache
 def qk_bias_attention() -> type:
     "Megatron's `SelfAttention` with Huginn's per-head q/k bias `qk_bias` [2, 1, heads, head_dim], added before RoPE."
@@ -118,7 +120,7 @@ def post_norm_linear() -> type:
             return self.post_layernorm(out), bias
     return PostNormRowParallelLinear
 
-# %% ../../nbs/01l_megatron_model.ipynb #c9a2ad12
+# %% ../../nbs/01l_megatron_model.ipynb #f80a8aa4
 def _with_fc2(mlp, fc2):
     "The MLP spec `mlp` (a ModuleSpec, or megatron-core 0.19's partial) with its `linear_fc2` replaced by `fc2`."
     if isinstance(mlp, functools.partial):
@@ -126,6 +128,7 @@ def _with_fc2(mlp, fc2):
                                  **{**mlp.keywords, "submodules": replace(mlp.keywords["submodules"], linear_fc2=fc2)})
     return replace(mlp, submodules=replace(mlp.submodules, linear_fc2=fc2))
 
+# %% ../../nbs/01l_megatron_model.ipynb #103e10a5
 def layer_spec(family: str):
     """The local RMSNorm layer spec with the parts `family`'s Megatron layout names: q/k bias, sandwich norms,
     post-norms."""
@@ -155,8 +158,7 @@ def transformer_config(cfg: LoopedConfig, dtype=torch.float32, device="cpu"):
     kw = megatron_config(cfg)
     kw.pop("rotary")
     return TransformerConfig(**kw, activation_func=F.silu, hidden_dropout=0.0, attention_dropout=0.0,
-                             params_dtype=dtype,
-                             fp16=dtype == torch.float16, bf16=dtype == torch.bfloat16,
+                             params_dtype=dtype, fp16=dtype == torch.float16, bf16=dtype == torch.bfloat16,
                              tensor_model_parallel_size=ps.get_tensor_model_parallel_world_size(),
                              use_cpu_initialization=torch.device(device).type == "cpu", perform_initialization=True,
                              bias_dropout_fusion=False, bias_activation_fusion=False, apply_rope_fusion=False,
@@ -186,7 +188,7 @@ class MegatronLoopedLM:
     @property
     def latent_profile(self): return get_family(self.cfg.family).provider.latent_profile
 
-# %% ../../nbs/01l_megatron_model.ipynb #04e092f3
+# %% ../../nbs/01l_megatron_model.ipynb #62faa393
 @patch
 def block(self: MegatronLoopedLM, n: int, final_norm: bool):
     "A `TransformerBlock` of `n` layers of the family's spec, ending with a norm if `final_norm`."
@@ -194,6 +196,7 @@ def block(self: MegatronLoopedLM, n: int, final_norm: bool):
     sub = TransformerBlockSubmodules(layer_specs=[self.spec] * n, layer_norm=self.spec.submodules.input_layernorm)
     return TransformerBlock(replace(self.config, num_layers=n), sub, post_layer_norm=final_norm)
 
+# %% ../../nbs/01l_megatron_model.ipynb #253bf56e
 def _is_looped_decoder(cfg) -> bool: return issubclass(get_family(cfg.family).provider, LoopedDecoder)
 
 # %% ../../nbs/01l_megatron_model.ipynb #c276df12
@@ -234,7 +237,7 @@ def build_head(self: MegatronLoopedLM):
     self.output_layer = ColumnParallelLinear(cfg.hidden_size, cfg.vocab_size, config=tc, init_method=tc.init_method,
                                              bias=False, gather_output=True, skip_weight_param_allocation=tied)
 
-# %% ../../nbs/01l_megatron_model.ipynb #ffd2dcf0
+# %% ../../nbs/01l_megatron_model.ipynb #92b31e87
 @contextmanager
 def _cuda_device_on_cpu(device):
     "On the CPU, `torch.cuda.current_device()` answers 'cpu' (Megatron's attention buffer and RoPE table land there)."
@@ -245,6 +248,7 @@ def _cuda_device_on_cpu(device):
     try: yield
     finally: torch.cuda.current_device = real
 
+# %% ../../nbs/01l_megatron_model.ipynb #4eb7892f
 @patch
 def stack_runner(self: MegatronLoopedLM, S: int, device):
     "`run(stack, h)`: one stack over `h` [S,B,E] with the causal mask and RoPE of `S` positions (recomputed if asked)."
@@ -277,7 +281,7 @@ def trunk(self: MegatronLoopedLM, input_ids, latents):
     if cfg.n_coda: x = run(self.coda, x)
     return self.final_layernorm(x)
 
-# %% ../../nbs/01l_megatron_model.ipynb #8738ad90
+# %% ../../nbs/01l_megatron_model.ipynb #9e3f51ff
 @patch
 def forward(self: MegatronLoopedLM, input_ids, positions=None, latents=None, cache=None):
     "Final hidden states [B,S,E] of `input_ids` [B,S] at positions 0 … S-1, as the native provider's `forward`."
@@ -290,31 +294,35 @@ def forward(self: MegatronLoopedLM, input_ids, positions=None, latents=None, cac
     with _cuda_device_on_cpu(input_ids.device):
         return self.trunk(input_ids, latents).transpose(0, 1)
 
+# %% ../../nbs/01l_megatron_model.ipynb #5cbaa8ab
 @patch
 def logits(self: MegatronLoopedLM, h):
     "FP32 logits [B,S,V] from final hidden states (actor)."
     tied = self.embedding.word_embeddings.weight if self.output_layer.weight is None else None
     with _cuda_device_on_cpu(h.device): return self.output_layer(h, weight=tied)[0].float()
 
+# %% ../../nbs/01l_megatron_model.ipynb #7ad22e0b
 @patch
 def values(self: MegatronLoopedLM, h):
     "FP32 values [B,S] from final hidden states (critic)."
     return self.value_head(h).float().squeeze(-1)
 
-# %% ../../nbs/01l_megatron_model.ipynb #1208057d
+# %% ../../nbs/01l_megatron_model.ipynb #77ea21ae
 @patch
 def initial_states(self: MegatronLoopedLM, seeds, positions, dtype, device):
     "The native provider's initial recurrent state [N,E] for (seed, position) pairs (None: the family has none)."
     return get_family(self.cfg.family).provider.initial_states(self, seeds, positions, dtype, device)
 
+# %% ../../nbs/01l_megatron_model.ipynb #7938b438
 @patch
 def sequence_states(self: MegatronLoopedLM, seeds, lengths, dtype, device):
     "The native provider's initial states of each row, zero-padded to [B, max(lengths), E] (None: the family has none)."
     return get_family(self.cfg.family).provider.sequence_states(self, seeds, lengths, dtype, device)
 
-# %% ../../nbs/01l_megatron_model.ipynb #2e995dfe
+# %% ../../nbs/01l_megatron_model.ipynb #cfc47c3e
 def _gated(name: str) -> bool: return name.endswith("mlp.linear_fc1.weight")
 
+# %% ../../nbs/01l_megatron_model.ipynb #3a594e7d
 def tp_share(full: torch.Tensor, param, name: str, rank: int, size: int) -> torch.Tensor:
     "Rank `rank`'s share, of `size`, of the full tensor `full` of the Megatron parameter `param` named `name`."
     if size == 1 or not getattr(param, "tensor_model_parallel", False): return full
@@ -325,6 +333,7 @@ def tp_share(full: torch.Tensor, param, name: str, rank: int, size: int) -> torc
     if _gated(name): return torch.cat([half.chunk(size, dim)[rank] for half in full.chunk(2, dim)], dim)
     return full.chunk(size, dim)[rank]
 
+# %% ../../nbs/01l_megatron_model.ipynb #b66590d2
 def tp_unshare(shares: list, param, name: str) -> torch.Tensor:
     "The full tensor from every rank's share (`tp_share` undone)."
     if len(shares) == 1 or not getattr(param, "tensor_model_parallel", False): return shares[0]
@@ -370,13 +379,14 @@ def native_state(model: MegatronLoopedLM) -> dict[str, torch.Tensor]:
         tensors[n] = tp_unshare(shares, p, n)
     return from_megatron(tensors, model.cfg, spec="local")
 
-# %% ../../nbs/01l_megatron_model.ipynb #fc48d553
+# %% ../../nbs/01l_megatron_model.ipynb #9a8a20fe
 @functools.cache
 def megatron_model_class() -> type:
     "`MegatronLoopedLM` in front of Megatron-core's `MegatronModule`: the class `build_megatron_model` builds."
     from megatron.core.transformer.module import MegatronModule
     return type("MegatronLM", (MegatronLoopedLM, MegatronModule), {"__module__": __name__})
 
+# %% ../../nbs/01l_megatron_model.ipynb #42f442ed
 def build_megatron_model(cfg: LoopedConfig, role: str = "actor", dtype=torch.float32, device="cpu",
                          state_dict: dict | None = None, seed: int = 0) -> MegatronLoopedLM:
     """An actor or critic of `cfg` from Megatron-core parts in `dtype` on `device`, holding `state_dict` (default:
