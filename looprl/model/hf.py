@@ -27,7 +27,7 @@ __all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors',
 class CheckpointError(ValueError):
     "A checkpoint directory or publication that does not match the model; the message names the tensor or file."
 
-# %% ../../nbs/01j_hf.ipynb #0b1f0adf
+# %% ../../nbs/01j_hf.ipynb #fd76c63e
 def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: bool = True) -> dict[str, bytes]:
     """The leaf of every named tensor (a mapping or (name, tensor) pairs): CUDA tensors hashed on their GPU
     in one kernel launch per device (unless `gpu=False`), the others on a pool of `threads` CPU threads."""
@@ -45,6 +45,7 @@ def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: b
             leaves.update({n: leaf_from_blocks(n, dt, shp, gather_blocks(fs)) for n, dt, shp, fs in pending})
     return leaves
 
+# %% ../../nbs/01j_hf.ipynb #ece3e0e2
 def state_digest(tensors, threads: int = 16) -> str:
     """Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking.
     CUDA tensors are hashed on their GPU, the others on a thread pool (`tensor_leaves`)."""
@@ -62,7 +63,7 @@ def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch
         out[name] = t.to(device, copy=True).contiguous()
     return out
 
-# %% ../../nbs/01j_hf.ipynb #a5a38ef5
+# %% ../../nbs/01j_hf.ipynb #74bac8da
 def write_tensors(tensors: Mapping[str, torch.Tensor], dirpath: Path, max_shard_bytes: int | None = None):
     "Write `tensors` as model.safetensors, or as shards plus model.safetensors.index.json."
     names = sorted(tensors)
@@ -83,6 +84,7 @@ def write_tensors(tensors: Mapping[str, torch.Tensor], dirpath: Path, max_shard_
     index = {"metadata": {"total_size": sum(size(n) for n in names)}, "weight_map": wmap}
     (dirpath / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
 
+# %% ../../nbs/01j_hf.ipynb #7897d04a
 def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard_bytes: int | None = None) -> Path:
     "Write `model` (an actor) as a native checkpoint directory at `path`, atomically."
     path = Path(path)
@@ -94,7 +96,7 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
         if tokenizer is not None: tokenizer.save(str(tmp / "tokenizer.json"))
     return path
 
-# %% ../../nbs/01j_hf.ipynb #ddd1e7c0
+# %% ../../nbs/01j_hf.ipynb #54dc0511
 def checkpoint_files(path) -> list[Path]:
     "The safetensors files of a checkpoint directory, in index order."
     path = Path(path)
@@ -112,6 +114,7 @@ def checkpoint_files(path) -> list[Path]:
         raise CheckpointError(f"{path}: only pickle weights found; looprl reads safetensors only")
     raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
 
+# %% ../../nbs/01j_hf.ipynb #b006a6d1
 def read_tensors(path) -> dict[str, torch.Tensor]:
     "Every tensor of a checkpoint directory, by native name (CPU)."
     out = {}
@@ -122,7 +125,7 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
                 out[n] = fh.get_tensor(n)
     return out
 
-# %% ../../nbs/01j_hf.ipynb #5481936a
+# %% ../../nbs/01j_hf.ipynb #be50f0e2
 def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint",
                   role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
@@ -150,6 +153,7 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
         if tensors[n].dtype != torch.float32 or not torch.equal(tensors[n], want):
             raise CheckpointError(f"{src}: {n} does not equal {what}")
 
+# %% ../../nbs/01j_hf.ipynb #641b1eba
 @torch.no_grad()
 def load_into(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint") -> LoopedLM:
     "Check then copy native `tensors` into `model` (casting to the model's dtype)."
@@ -160,6 +164,7 @@ def load_into(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "
         sd[n].copy_(t)
     return model
 
+# %% ../../nbs/01j_hf.ipynb #1ee6fa94
 def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: LoopedConfig | None = None) -> LoopedLM:
     "Build an actor or critic from a checkpoint directory, strictly by native names."
     cfg = cfg or load_config(path)
