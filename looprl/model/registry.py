@@ -14,10 +14,11 @@ from typing import Callable
 # %% auto #0
 __all__ = ['ENTRY_POINT_GROUP', 'FamilyError', 'Family', 'register', 'unregister', 'family_names', 'get_family', 'default_family']
 
-# %% ../../nbs/01b_registry.ipynb #9778dade
+# %% ../../nbs/01b_registry.ipynb #b5955a43
 class FamilyError(ValueError):
     "An unknown family, or a registration looprl refuses; the message names the family."
 
+# %% ../../nbs/01b_registry.ipynb #89a81525
 @dataclass(frozen=True)
 class Family:
     "Everything looprl knows about one looped family, declared by the family's module."
@@ -43,7 +44,7 @@ class Family:
         if self.tiny.get("model_type") != self.name:
             raise FamilyError(f"family {self.name!r}: its tiny preset has model_type {self.tiny.get('model_type')!r}")
 
-# %% ../../nbs/01b_registry.ipynb #28a46715
+# %% ../../nbs/01b_registry.ipynb #25575e4c
 ENTRY_POINT_GROUP = "looprl.families"
 _FAMILIES: dict[str, Family] = {}
 _plugins_loaded = False
@@ -60,12 +61,13 @@ def register(family: Family, replace: bool = False) -> Family:
     _FAMILIES[family.name] = family
     return family
 
+# %% ../../nbs/01b_registry.ipynb #ecb512ff
 def unregister(name: str) -> Family:
     "Remove a registered family (tests and tutorials); returns its record."
     if name not in _FAMILIES: raise FamilyError(f"family {name!r} is not registered")
     return _FAMILIES.pop(name)
 
-# %% ../../nbs/01b_registry.ipynb #e0665957
+# %% ../../nbs/01b_registry.ipynb #deebc18f
 def _load_plugins():
     "Load every `looprl.families` entry point once: a Family is registered, a function is called (it may return one)."
     global _plugins_loaded
@@ -79,17 +81,20 @@ def _load_plugins():
         except Exception as e:
             raise FamilyError(f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed: {e}") from e
 
+# %% ../../nbs/01b_registry.ipynb #411f2668
 def family_names() -> tuple[str, ...]:
     "Names of the registered families, the package's own first (Huginn first)."
     _load_plugins()
     return tuple(_FAMILIES)
 
+# %% ../../nbs/01b_registry.ipynb #a738631c
 def get_family(name: str) -> Family:
     "The registered family called `name`; an unknown name lists the known ones."
     if name not in _FAMILIES: _load_plugins()
     if name not in _FAMILIES: raise FamilyError(f"unknown model family {name!r}; looprl knows {', '.join(_FAMILIES)}")
     return _FAMILIES[name]
 
+# %% ../../nbs/01b_registry.ipynb #a1c8d776
 def default_family() -> Family:
     "The first family registered: the one looprl's commands use when none is named."
     return get_family(family_names()[0])
