@@ -57,7 +57,7 @@ class LoopedConfig:
         "The same model run with another loop count (`raw` updated too)."
         return replace(self, depth=depth, raw={**self.raw, self.depth_key: depth})
 
-# %% ../../nbs/01a_config.ipynb #f0e6897e
+# %% ../../nbs/01a_config.ipynb #2fedaad8
 def config_value(raw: dict, key: str, typ: type, src: str, default=None, required: bool = True):
     """`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a
     ConfigError."""
@@ -71,6 +71,7 @@ def config_value(raw: dict, key: str, typ: type, src: str, default=None, require
         raise ConfigError(f"{src}: key '{key}' must be {typ.__name__}, got {type(v).__name__} {v!r}")
     return v
 
+# %% ../../nbs/01a_config.ipynb #d0057580
 def token_ids(v) -> tuple:
     "A token id or list of them (`eos_token_id`) as a tuple."
     return () if v is None else tuple(v) if isinstance(v, (list, tuple)) else (v,)
@@ -98,7 +99,7 @@ def llama_fields(raw: dict, src: str, depth_key: str) -> dict:
                 qk_bias=False, bos_token_id=raw.get("bos_token_id"), eos_token_ids=token_ids(raw.get("eos_token_id")),
                 pad_token_id=raw.get("pad_token_id"))
 
-# %% ../../nbs/01a_config.ipynb #a4c0c638
+# %% ../../nbs/01a_config.ipynb #09b82c63
 def config_from_dict(raw: dict, src: str = "config.json") -> LoopedConfig:
     "Parse a `config.json` dictionary of any registered family."
     if not isinstance(raw, dict): raise ConfigError(f"{src}: expected a JSON object")
@@ -112,6 +113,7 @@ def config_from_dict(raw: dict, src: str = "config.json") -> LoopedConfig:
     if fields["depth"] < 1: raise ConfigError(f"{src}: key '{fam.depth_key}' must be ≥ 1")
     return LoopedConfig(family=mt, revision=raw.get("_revision"), raw=dict(raw), **fields)
 
+# %% ../../nbs/01a_config.ipynb #a266f5fe
 def load_config(path) -> LoopedConfig:
     "Read a checkpoint directory's (or a file's) `config.json`."
     p = Path(path)
@@ -121,13 +123,14 @@ def load_config(path) -> LoopedConfig:
     except json.JSONDecodeError as e: raise ConfigError(f"{f}: invalid JSON at line {e.lineno}: {e.msg}") from None
     return config_from_dict(raw, str(f))
 
-# %% ../../nbs/01a_config.ipynb #2ee2334e
+# %% ../../nbs/01a_config.ipynb #1eb11770
 ASSETS = Path(__file__).parent.parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
 
 def real_presets() -> dict[str, Path]:
     "Preset name → the shipped config.json, over every registered family."
     return {name: ASSETS / "configs" / file for fam in family_names() for name, file in get_family(fam).presets.items()}
 
+# %% ../../nbs/01a_config.ipynb #af879f94
 def real_config(name: str) -> LoopedConfig:
     "One of the published configurations shipped with looprl (`real_presets()`)."
     presets = real_presets()
