@@ -122,7 +122,7 @@ def attention(q, k, v, mask=None):
     if not accumulates_fp64(q, k, v): return F.scaled_dot_product_attention(q, k, v, **kw)
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw).float()
 
-# %% ../../nbs/01d_models.ipynb #ff93ebf5
+# %% ../../nbs/01d_models.ipynb #a3584168
 class Ctx:
     """What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None).
     `fused`: a one-token decode step that runs the fused kernels of `looprl.model.kernels`."""
@@ -139,6 +139,7 @@ class Ctx:
             keys = torch.arange(self.keys, device=positions.device)
             self.mask = (keys[None, None, :] <= positions[:, :, None])[:, None]
 
+# %% ../../nbs/01d_models.ipynb #81d8fb40
 def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     "Bias, RoPE, cache write/read on `plane`, scaled dot-product attention. q,k,v: [B,S,H,D]; biases [H,D]."
     if ctx.fused:
@@ -261,7 +262,7 @@ class LoopedLM(nn.Module):
     @property
     def family(self) -> str: return self.cfg.family
 
-# %% ../../nbs/01d_models.ipynb #ad1d8ffe
+# %% ../../nbs/01d_models.ipynb #e7dde5bd
 @patch
 def _run(self: LoopedLM, block, x, ctx, plane):
     "Apply one physical block on `plane`, with activation checkpointing when recompute is on."
@@ -269,6 +270,7 @@ def _run(self: LoopedLM, block, x, ctx, plane):
         return checkpoint(block, x, ctx, plane, use_reentrant=False)
     return block(x, ctx, plane)
 
+# %% ../../nbs/01d_models.ipynb #d983de50
 @patch
 def _ctx(self: LoopedLM, input_ids, positions, cache):
     B, S = input_ids.shape
@@ -281,46 +283,52 @@ def _ctx(self: LoopedLM, input_ids, positions, cache):
     fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
     return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
 
-# %% ../../nbs/01d_models.ipynb #9a8b0001
+# %% ../../nbs/01d_models.ipynb #cf5587d8
 @patch
 def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
     "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
     return ()
 
+# %% ../../nbs/01d_models.ipynb #626f61f5
 @patch
 def fixed_buffers(self: LoopedLM) -> dict[str, tuple[torch.Tensor, str]]:
     """State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or
     trained."""
     return {}
 
+# %% ../../nbs/01d_models.ipynb #8b38cb61
 @patch
 def embed(self: LoopedLM, input_ids):
     """The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, and so can another
     engine's."""
     raise NotImplementedError(f"{type(self).__name__} must say how it embeds tokens")
 
+# %% ../../nbs/01d_models.ipynb #c6206417
 @patch
 def initial_states(self: LoopedLM, seeds: list, positions: list, dtype, device):
     "The initial recurrent state [N,E] for (seed, position) pairs, or None for a family without one."
     return None
 
+# %% ../../nbs/01d_models.ipynb #765f4941
 @patch
 def sequence_states(self: LoopedLM, seeds: list, lengths: list, dtype, device):
     """Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family
     without."""
     return None
 
+# %% ../../nbs/01d_models.ipynb #9162cfb7
 @patch
 def weight_groups(self: LoopedLM) -> dict:
     """Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or
     None) and, optionally, `reads`: how many times one loop runs each `looped` module (1 each if absent)."""
     raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
 
-# %% ../../nbs/01d_models.ipynb #9a8b0002
+# %% ../../nbs/01d_models.ipynb #6572e3d8
 def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
 
+# %% ../../nbs/01d_models.ipynb #64985457
 def looped_reads(model: LoopedLM, size=lambda p: p.numel()) -> int:
     "Σ `size(p)` over the weights one loop reads: each `looped` module's parameters as often as the loop runs it."
     g = model.weight_groups()
@@ -353,13 +361,14 @@ class LoopedDecoder(LoopedLM):
 
     def embed(self, input_ids): return self.model.embed_tokens(input_ids)
 
-# %% ../../nbs/01d_models.ipynb #dac2aa0f
+# %% ../../nbs/01d_models.ipynb #0ce0adb3
 @patch
 def weight_groups(self: LoopedDecoder):
     m = self.model
     return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm],
                 rows=m.embed_tokens)
 
+# %% ../../nbs/01d_models.ipynb #113af8f7
 @patch
 def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):
     "The normalised state after every loop (the last one is the readout)."
@@ -372,6 +381,7 @@ def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):
         out.append(h)
     return out
 
+# %% ../../nbs/01d_models.ipynb #a1ba6c78
 @patch
 def forward(self: LoopedDecoder, input_ids, positions=None, latents=None, cache=None):
     if latents is not None: raise ValueError(f"{self.family} has no random initial state; `latents` must be None")
