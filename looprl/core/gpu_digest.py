@@ -20,7 +20,7 @@ except ImportError:
 # %% auto #0
 __all__ = ['SHA256_K', 'SHA256_H', 'block_table', 'usable', 'block_digests', 'leaves_on_device']
 
-# %% ../../nbs/00f_gpu_digest.ipynb #699afcb8
+# %% ../../nbs/00f_gpu_digest.ipynb #9ce9c3ce
 def _primes(n: int) -> list[int]:
     ps, k = [], 2
     while len(ps) < n:
@@ -28,6 +28,7 @@ def _primes(n: int) -> list[int]:
         k += 1
     return ps
 
+# %% ../../nbs/00f_gpu_digest.ipynb #9d6b3129
 def _iroot(n: int, k: int) -> int:
     "floor(n ** (1/k)) of a positive integer, by Newton's method from above."
     x = 1 << -(-n.bit_length() // k)
@@ -178,19 +179,21 @@ if triton is not None:
         tl.store(o + 6, h6.to(tl.int32, bitcast=True), mask=live)
         tl.store(o + 7, h7.to(tl.int32, bitcast=True), mask=live)
 
-# %% ../../nbs/00f_gpu_digest.ipynb #8878bf59
+# %% ../../nbs/00f_gpu_digest.ipynb #65dca3f8
 _KH: dict[str, torch.Tensor] = {}
 
 _CHECKED: set[str] = set()
 
 def _interpreting() -> bool: return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+# %% ../../nbs/00f_gpu_digest.ipynb #c0e4c275
 def usable(t) -> bool:
     """Whether `hf.tensor_leaves` hashes `t` here: a CUDA tensor, Triton importable, a multiple of 4 bytes,
     LOOPRL_GPU_DIGEST not 0."""
     return (triton is not None and isinstance(t, torch.Tensor) and t.is_cuda and (t.numel() * t.element_size()) % 4 == 0
             and os.environ.get("LOOPRL_GPU_DIGEST", "1") != "0")
 
+# %% ../../nbs/00f_gpu_digest.ipynb #fd81f4e2
 def _launch(tensors: Mapping[str, torch.Tensor], device: torch.device, block: int,
             lanes: int) -> dict[str, list[bytes]]:
     addrs, lens, counts, keep = block_table(tensors, block)
@@ -213,7 +216,7 @@ def _launch(tensors: Mapping[str, torch.Tensor], device: torch.device, block: in
         digests[name] = [raw[32 * j:32 * j + 32] for j in range(i, i + c)]; i += c
     return digests
 
-# %% ../../nbs/00f_gpu_digest.ipynb #703244d1
+# %% ../../nbs/00f_gpu_digest.ipynb #26610dff
 def _self_check(device: torch.device, lanes: int):
     "Hash a few buffers hashlib knows on `device`, once per device; refuse a kernel that disagrees."
     if str(device) in _CHECKED: return
@@ -227,6 +230,7 @@ def _self_check(device: torch.device, lanes: int):
                                f"LOOPRL_GPU_DIGEST=0 to hash on the CPU")
     _CHECKED.add(str(device))
 
+# %% ../../nbs/00f_gpu_digest.ipynb #4de5648f
 def block_digests(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK,
                   lanes: int = 128) -> dict[str, list[bytes]]:
     "SHA-256 of every `block`-byte block of each tensor's bytes, hashed where the tensors are: one launch per device."
@@ -243,6 +247,7 @@ def block_digests(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK
         out.update(_launch(group, dev, block, lanes))
     return {n: out[n] for n in tensors}
 
+# %% ../../nbs/00f_gpu_digest.ipynb #60a40007
 def leaves_on_device(tensors: Mapping[str, torch.Tensor]) -> dict[str, bytes]:
     "The `hf` leaf of every tensor, its 64 KiB blocks hashed on its device."
     d = block_digests(tensors)
