@@ -70,8 +70,8 @@ def capture_rng() -> dict:
     return dict(python=[st[0], list(st[1]), st[2]],
                 numpy=[npst[0], torch.from_numpy(npst[1].astype(np.int64)), int(npst[2]), int(npst[3]), float(npst[4])],
                 torch_cpu=torch.get_rng_state(),
-                torch_cuda=[torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())]
-                if torch.cuda.is_available() else [])
+                torch_cuda=([torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())]
+                            if torch.cuda.is_available() else []))
 
 # %% ../../nbs/00g_state.ipynb #ad95c082
 def seed_everything(seed: int):

@@ -71,11 +71,12 @@ def latent_noise_reference(n_embd: int, seeds, positions, dtype=torch.float32, d
     out = torch.stack(rows) if rows else torch.empty(0, n_embd)
     return out.to(device=device, dtype=dtype)
 
-# %% ../../nbs/01c_latents.ipynb #8805c2ef
+# %% ../../nbs/01c_latents.ipynb #00849a9a
 _GRAIN = 32768  # torch's elementwise kernels stay single-threaded below this many elements
 
 def _group(n_embd): return max(1, (_GRAIN - 1) // n_embd)  # rows per group: strictly fewer than _GRAIN elements
 
+# %% ../../nbs/01c_latents.ipynb #174520c2
 def _fill_rejection(out: torch.Tensor, nseeds: list, n_embd: int):
     "Fill `out` [len(nseeds), n_embd] in place like `trunc_normal_` of torch ≥ 2.13 (normal_ + redraw), scaled."
     std = _std(n_embd)
@@ -201,7 +202,7 @@ def environment_fingerprint(dtype, profile: str | None = LATENT_PROFILE) -> dict
     profile."""
     return {"torch": torch.__version__, "dtype": dtype_name(dtype), "arch": platform.machine(), "profile": profile}
 
-# %% ../../nbs/01c_latents.ipynb #5ce4f980
+# %% ../../nbs/01c_latents.ipynb #5b55d684
 class TraceError(ValueError):
     "A latent trace that is malformed; the message names the field."
 
@@ -211,6 +212,7 @@ class TraceMismatch(TraceError):
 _TRACE_SCHEMA = 1
 _OPT_STR = (str, type(None))
 
+# %% ../../nbs/01c_latents.ipynb #7cd6c9bd
 @dataclass(frozen=True)
 class LatentTrace:
     family: str                    # a registered family (looprl.model.registry)

@@ -44,8 +44,7 @@ def huginn_fields(raw: dict, src: str) -> dict:
     return dict(vocab_size=vocab, hidden_size=E, intermediate_size=need("intermediate_size", int), n_heads=H,
                 n_kv_heads=H, head_dim=hd, n_prelude=npre, n_core=ncore, n_coda=ncoda,
                 depth=need("mean_recurrence", int), rope_base=need("rope_base", float),
-                norm_eps=need("norm_eps", float),
-                max_positions=need("block_size", int),
+                norm_eps=need("norm_eps", float), max_positions=need("block_size", int),
                 tie_embeddings=bool(raw.get("tie_embeddings", raw.get("tie_word_embeddings", True))),
                 qk_bias=bool(need("qk_bias", bool, default=True, required=False)), bos_token_id=raw.get("bos_token_id"),
                 eos_token_ids=token_ids(raw.get("eos_token_id")), pad_token_id=raw.get("pad_token_id"))
