@@ -35,8 +35,7 @@ def _free_port() -> int:
 
 # %% ../../nbs/01l_megatron_model.ipynb #c07b46ec
 def init_megatron_parallel(tp: int = 1, seed: int = 0, device: str | None = None) -> None:
-    """torch.distributed, Megatron's model-parallel groups (`tp` ranks a model, the rest data-parallel) and its RNG
-    tracker."""
+    "torch.distributed, Megatron's model-parallel groups (`tp` ranks a model, the rest data-parallel), its RNG tracker."
     require_megatron()
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
@@ -56,8 +55,7 @@ def init_megatron_parallel(tp: int = 1, seed: int = 0, device: str | None = None
 
 # %% ../../nbs/01l_megatron_model.ipynb #10b5fe05
 def _mark_tensor_parallel(p: torch.nn.Parameter, dim: int) -> torch.nn.Parameter:
-    """Tell Megatron (optimizer, gradient clipping, checkpoints) that `p` is split over tensor-parallel ranks along
-    `dim`."""
+    "Tell Megatron (optimizer, gradient clipping, checkpoints) that `p` is split over tensor-parallel ranks on `dim`."
     p.tensor_model_parallel, p.partition_dim, p.partition_stride = True, dim, 1
     return p
 
@@ -87,8 +85,7 @@ def qk_bias_attention() -> type:
 # %% ../../nbs/01l_megatron_model.ipynb #1008f757
 @functools.cache
 def sandwich_layer() -> type:
-    """Megatron's `TransformerLayer` with Huginn's second and fourth norms, after the attention and the MLP residual
-    adds."""
+    "Megatron's `TransformerLayer` with Huginn's second and fourth norms, after the attention and MLP residual adds."
     from megatron.core.transformer.spec_utils import build_module
     from megatron.core.transformer.transformer_layer import TransformerLayer
     class SandwichLayer(TransformerLayer):
@@ -130,8 +127,7 @@ def _with_fc2(mlp, fc2):
 
 # %% ../../nbs/01l_megatron_model.ipynb #103e10a5
 def layer_spec(family: str):
-    """The local RMSNorm layer spec with the parts `family`'s Megatron layout names: q/k bias, sandwich norms,
-    post-norms."""
+    "The local RMSNorm layer spec with what `family`'s Megatron layout names: q/k bias, sandwich norms, post-norms."
     require_megatron()
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.spec_utils import ModuleSpec
@@ -366,8 +362,7 @@ def load_native(model: MegatronLoopedLM, state_dict: dict) -> MegatronLoopedLM:
 
 # %% ../../nbs/01l_megatron_model.ipynb #14a8efa6
 def native_state(model: MegatronLoopedLM) -> dict[str, torch.Tensor]:
-    """The native state dict (names, order, fixed buffers) of `model`'s weights, gathered from every tensor-parallel
-    rank."""
+    "The native state dict (names, order, fixed buffers) of `model`'s weights, gathered from all tensor-parallel ranks."
     import torch.distributed as dist
     rank, size, group = _tp()
     tensors = {}

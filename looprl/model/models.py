@@ -77,8 +77,7 @@ class KVCache:
     @staticmethod
     def nbytes_for(cfg: LoopedConfig, batch: int, max_len: int, dtype=torch.float32) -> int:
         "Bytes a cache of this size needs (keys and values)."
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        return 2 * cfg.kv_planes * batch * cfg.n_kv_heads * max_len * cfg.head_dim * itemsize
+        return 2 * cfg.kv_planes * batch * cfg.n_kv_heads * max_len * cfg.head_dim * dtype.itemsize
 
     def write(self, plane: int, k, v, positions):
         "Store k, v [B,Hkv,S,D] at `positions` [B,S] of `plane`; return that plane's whole keys and values."
@@ -106,8 +105,7 @@ def cpu_fp64(on: bool = True):
 
 # %% ../../nbs/01d_models.ipynb #19c3beef
 class Linear(nn.Linear):
-    """`nn.Linear` whose FP32 product on the CPU outside autograd accumulates in FP64 (`accumulates_fp64`): row results
-    independent of the shape."""
+    "`nn.Linear` whose FP32 CPU products outside autograd sum in FP64 (`accumulates_fp64`): rows independent of shape."
     init_constants = {"bias": 0.0}          # what `init_weights` starts a bias at
     def forward(self, x):
         w, b = self.weight, self.bias
@@ -116,8 +114,7 @@ class Linear(nn.Linear):
 
 # %% ../../nbs/01d_models.ipynb #e89b5b33
 def attention(q, k, v, mask=None):
-    """SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under the boolean `mask`. FP32 CPU: in
-    FP64."""
+    "SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under boolean `mask`. FP32 CPU: in FP64."
     kw = dict(attn_mask=mask, is_causal=mask is None, enable_gqa=q.shape[1] != k.shape[1])
     if not accumulates_fp64(q, k, v): return F.scaled_dot_product_attention(q, k, v, **kw)
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw).float()
@@ -131,15 +128,13 @@ class Ctx:
         self.mask = None
         if fused:               # the kernels read each row's position and angles directly
             self.pos = positions[:, 0].contiguous()
-            self.cos1 = cos.reshape(len(positions), -1).contiguous()
-            self.sin1 = sin.reshape(len(positions), -1).contiguous()
+            self.cos1, self.sin1 = (t.reshape(len(positions), -1).contiguous() for t in (cos, sin))
         elif cache is not None:   # key j visible to a query at position t iff j <= t (same row)
             # on the CPU the largest position costs no device read: attend over the keys written so far only
             self.keys = int(positions.max()) + 1 if positions.device.type == "cpu" else cache.max_len
             keys = torch.arange(self.keys, device=positions.device)
             self.mask = (keys[None, None, :] <= positions[:, :, None])[:, None]
 
-# %% ../../nbs/01d_models.ipynb #81d8fb40
 def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     "Bias, RoPE, cache write/read on `plane`, scaled dot-product attention. q,k,v: [B,S,H,D]; biases [H,D]."
     if ctx.fused:
@@ -159,9 +154,8 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
 class TensorParallel(nn.Module):
     """A module `looprl.training.distributed.tensor_parallel` splits over `tp` ranks by what it declares.
     `tp_plan`: submodule → 'colwise' (its output rows split: each rank computes its share of the heads or of the MLP
-    width) or 'rowwise' (its input columns split; one all-reduce sums the shares).
-    `tp_stacked_rows`: parameter → how many equal parts its rows stack (q | k | v: 3), interleaved so that each
-    rank's slice holds its share of every part.
+    width) or 'rowwise' (its input columns split; one all-reduce sums the shares). `tp_stacked_rows`: parameter → how
+    many equal parts its rows stack (q | k | v: 3), interleaved so that each rank's slice holds its share of every part.
     `tp_head_dims`: own parameter → the dim its heads index (sharded there; one the config leaves out is skipped).
     `tp_share(tp)`: what else changes for a rank to run its share (an attention: its head counts)."""
     tp_plan: dict[str, str] = {}
@@ -234,10 +228,8 @@ class LlamaBlock(nn.Module):
 
 # %% ../../nbs/01d_models.ipynb #ad1d8ffd
 class LoopedLM(nn.Module):
-    """Base of the providers: role (actor/critic), readouts, recompute, plane bookkeeping, and the facts the rest of
-    looprl asks."""
-    # profile of the random initial recurrent state (looprl.model.latents); None: the family has none
-    latent_profile: str | None = None
+    "Base of the providers: role (actor/critic), readouts, recompute, planes, and the facts the rest of looprl asks."
+    latent_profile: str | None = None   # of the random initial state (looprl.model.latents); None: the family has none
     prefix_lm: bool = False             # the prompt attends both ways (PrefixLM): forward then takes `prompt_lens` [B]
     full_backprop: bool = False         # training forwards keep every loop's gradient (a truncated schedule off)
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
@@ -270,7 +262,6 @@ def _run(self: LoopedLM, block, x, ctx, plane):
         return checkpoint(block, x, ctx, plane, use_reentrant=False)
     return block(x, ctx, plane)
 
-# %% ../../nbs/01d_models.ipynb #d983de50
 @patch
 def _ctx(self: LoopedLM, input_ids, positions, cache):
     B, S = input_ids.shape
@@ -289,34 +280,26 @@ def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
     "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
     return ()
 
-# %% ../../nbs/01d_models.ipynb #626f61f5
 @patch
 def fixed_buffers(self: LoopedLM) -> dict[str, tuple[torch.Tensor, str]]:
-    """State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or
-    trained."""
+    "State-dict buffers the config fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
     return {}
 
-# %% ../../nbs/01d_models.ipynb #8b38cb61
 @patch
 def embed(self: LoopedLM, input_ids):
-    """The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, and so can another
-    engine's."""
+    "The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, as can another engine's."
     raise NotImplementedError(f"{type(self).__name__} must say how it embeds tokens")
 
-# %% ../../nbs/01d_models.ipynb #c6206417
 @patch
 def initial_states(self: LoopedLM, seeds: list, positions: list, dtype, device):
     "The initial recurrent state [N,E] for (seed, position) pairs, or None for a family without one."
     return None
 
-# %% ../../nbs/01d_models.ipynb #765f4941
 @patch
 def sequence_states(self: LoopedLM, seeds: list, lengths: list, dtype, device):
-    """Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family
-    without."""
+    "Each row's initial states at positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
     return None
 
-# %% ../../nbs/01d_models.ipynb #9162cfb7
 @patch
 def weight_groups(self: LoopedLM) -> dict:
     """Modules by how often a token reads them: `once`, `looped` (every loop), `rows` (an embedding read by row, or
@@ -328,7 +311,6 @@ def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
 
-# %% ../../nbs/01d_models.ipynb #64985457
 def looped_reads(model: LoopedLM, size=lambda p: p.numel()) -> int:
     "Σ `size(p)` over the weights one loop reads: each `looped` module's parameters as often as the loop runs it."
     g = model.weight_groups()
@@ -337,8 +319,7 @@ def looped_reads(model: LoopedLM, size=lambda p: p.numel()) -> int:
 
 # %% ../../nbs/01d_models.ipynb #dac2aa0e
 class LoopedDecoder(LoopedLM):
-    """A looped decoder: `model.embed_tokens`, `model.layers` (of `block_cls`) looped `depth` times, `model.norm` after
-    each loop."""
+    "`model.embed_tokens`, then `model.layers` (of `block_cls`) looped `depth` times, `model.norm` after each loop."
     block_cls = LlamaBlock
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
@@ -364,11 +345,9 @@ class LoopedDecoder(LoopedLM):
 # %% ../../nbs/01d_models.ipynb #0ce0adb3
 @patch
 def weight_groups(self: LoopedDecoder):
-    m = self.model
-    return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm],
-                rows=m.embed_tokens)
+    m, head = self.model, (self.lm_head if self.role == "actor" else self.value_head)
+    return dict(once=[head], looped=[m.layers, m.norm], rows=m.embed_tokens)
 
-# %% ../../nbs/01d_models.ipynb #113af8f7
 @patch
 def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):
     "The normalised state after every loop (the last one is the readout)."
@@ -381,7 +360,6 @@ def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):
         out.append(h)
     return out
 
-# %% ../../nbs/01d_models.ipynb #a1ba6c78
 @patch
 def forward(self: LoopedDecoder, input_ids, positions=None, latents=None, cache=None):
     if latents is not None: raise ValueError(f"{self.family} has no random initial state; `latents` must be None")
