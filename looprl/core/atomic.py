@@ -14,11 +14,12 @@ from typing import Iterator
 # %% auto #0
 __all__ = ['umask', 'atomic_dir', 'atomic_write_text']
 
-# %% ../../nbs/00a_atomic.ipynb #cd567932
+# %% ../../nbs/00a_atomic.ipynb #8d16600c
 def umask() -> int:
     "The process's file-creation mask (read without changing it)."
     m = os.umask(0); os.umask(m); return m
 
+# %% ../../nbs/00a_atomic.ipynb #7dbd8975
 @contextmanager
 def atomic_dir(dst, prefix: str | None = None) -> Iterator[Path]:
     "Yield a temporary sibling of `dst` to fill; on success it replaces `dst` in one rename, on failure it is removed."
@@ -37,6 +38,7 @@ def atomic_dir(dst, prefix: str | None = None) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True); raise
 
+# %% ../../nbs/00a_atomic.ipynb #20515232
 def atomic_write_text(path, text: str):
     "Write `text` to `path` so that readers see the old or the new content, never a mix."
     path = Path(path)

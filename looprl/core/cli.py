@@ -21,34 +21,39 @@ class UsageError(ValueError):
 # %% ../../nbs/00c_cli.ipynb #acb1df9c
 BAD_INPUT = (OSError, ValueError, RuntimeError)
 
-# %% ../../nbs/00c_cli.ipynb #66984c79
+# %% ../../nbs/00c_cli.ipynb #83726b9a
 def one_line(text) -> str:
     "`text` with every run of whitespace, newlines included, folded into one space."
     return " ".join(str(text).split())
 
+# %% ../../nbs/00c_cli.ipynb #e271eeec
 def is_looprl_error(e: BaseException) -> bool:
     "Whether `e` is one of looprl's own exceptions (a `UsageError`, or a class defined in a `looprl` module)."
     return isinstance(e, UsageError) or type(e).__module__.partition(".")[0] == "looprl"
 
+# %% ../../nbs/00c_cli.ipynb #4c434459
 def error_message(e: BaseException, subject=None) -> str:
-    "One line for `e`: looprl's own errors as they are; others prefixed with `subject` and their type, unless they name `subject`."
+    """One line for `e`: looprl's own errors as they are; others prefixed with `subject` and their type, unless they
+    name `subject`."""
     msg = one_line(e) or type(e).__name__
     if is_looprl_error(e) or subject is None or str(subject) in msg: return msg
     return f"{subject}: {type(e).__name__}: {msg}"
 
-# %% ../../nbs/00c_cli.ipynb #ccb6dfec
+# %% ../../nbs/00c_cli.ipynb #9a463d81
 def fail(command: str, message, code: int = 2) -> NoReturn:
     "Print `looprl.<command>: <message>` as one line on stderr and exit with status `code`."
     print(f"looprl.{command}: {one_line(message)}", file=sys.stderr, flush=True)
     raise SystemExit(code)
 
+# %% ../../nbs/00c_cli.ipynb #d35a7302
 @contextmanager
 def refuse_bad_input(command: str, subject=None, errors: tuple = BAD_INPUT) -> Iterator[None]:
-    "Run the body; any of `errors` raised in it becomes `fail(command, error_message(e, subject))`: one line, exit status 2."
+    """Run the body; any of `errors` raised in it becomes `fail(command, error_message(e, subject))`: one line, exit
+    status 2."""
     try: yield
     except errors as e: fail(command, error_message(e, subject))
 
-# %% ../../nbs/00c_cli.ipynb #195c05b1
+# %% ../../nbs/00c_cli.ipynb #c1cbca85
 class CommandParser(argparse.ArgumentParser):
     "An ArgumentParser whose errors, and those of its sub-command parsers, are `fail(command, message)`."
     def __init__(self, *args, command: str, **kwargs):
@@ -61,6 +66,7 @@ class CommandParser(argparse.ArgumentParser):
         kwargs.setdefault("parser_class", functools.partial(CommandParser, command=self.command))
         return super().add_subparsers(**kwargs)
 
+# %% ../../nbs/00c_cli.ipynb #eaebcca2
 def command_parser(command: str, description: str | None = None, **kwargs) -> CommandParser:
     "The argument parser of `python -m looprl.<command>`."
     return CommandParser(prog=f"python -m looprl.{command}", description=description, command=command, **kwargs)

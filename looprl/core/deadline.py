@@ -11,21 +11,24 @@ import ctypes, os, threading, time
 # %% auto #0
 __all__ = ['AnswerTimeout', 'deadline']
 
-# %% ../../nbs/00d_deadline.ipynb #2078792f
+# %% ../../nbs/00d_deadline.ipynb #277df0ab
 class AnswerTimeout(BaseException):
     "Raised inside a `deadline` block when its thread has used up its CPU time."
 
 _CAN_RAISE_ASYNC = hasattr(ctypes, "pythonapi") and hasattr(ctypes.pythonapi, "PyThreadState_SetAsyncExc")
 
+# %% ../../nbs/00d_deadline.ipynb #88e91e8d
 def _raise_in(thread_id: int) -> None:
     "Make `AnswerTimeout` pending in thread `thread_id` (replacing one already pending there)."
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(AnswerTimeout))
 
+# %% ../../nbs/00d_deadline.ipynb #234354b2
 def _thread_cpu_clock() -> int | None:
     "The id of this thread's CPU-time clock, None where the platform has none."
     try: return time.pthread_getcpuclockid(threading.get_ident())
     except (AttributeError, OSError): return None
 
+# %% ../../nbs/00d_deadline.ipynb #da9cbafb
 class _Watch:
     "One thread's CPU-time budget, read from that thread's own clock."
     def __init__(self, seconds: float, clock: int):
@@ -41,7 +44,8 @@ class _Watchdog:
     "One daemon thread that raises `AnswerTimeout`, once, in each watched thread whose budget is spent."
     period = 0.005
     def __init__(self):
-        self.lock, self.wake, self.watches, self.thread, self.pid = threading.Lock(), threading.Event(), set(), None, os.getpid()
+        self.lock, self.wake, self.watches = threading.Lock(), threading.Event(), set()
+        self.thread, self.pid = None, os.getpid()
 
     def watch(self, w: _Watch):
         if self.pid != os.getpid(): self.__init__()          # a forked child: fresh lock and thread

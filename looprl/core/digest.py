@@ -14,32 +14,37 @@ import torch
 __all__ = ['DIGEST_BLOCK', 'DIGEST_RUN', 'submit_blocks', 'gather_blocks', 'leaf_from_blocks', 'tensor_leaf',
            'digest_from_leaves']
 
-# %% ../../nbs/00e_digest.ipynb #bc06efa0
+# %% ../../nbs/00e_digest.ipynb #7ffec2d1
 DIGEST_BLOCK = 1 << 16     # 64 KiB: the unit every digest hashes; one GPU lane or one step of a CPU run each
 DIGEST_RUN = 1 << 8        # blocks per CPU pool task (16 MiB)
 
 def _tensor_bytes(t: torch.Tensor):
     return memoryview(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy())
 
+# %% ../../nbs/00e_digest.ipynb #af851fc5
 def _sha_run(mv, start: int, stop: int) -> list[bytes]:
     "SHA-256 of each block of `mv` that starts in [start, stop) (an empty buffer has one empty block)."
     return [hashlib.sha256(mv[i:i + DIGEST_BLOCK]).digest() for i in range(start, stop, DIGEST_BLOCK)]
 
+# %% ../../nbs/00e_digest.ipynb #5a8685a9
 def _runs(n: int):
     "(start, stop) of each pool task over `n` bytes."
     step = DIGEST_BLOCK * DIGEST_RUN
     return [(i, min(i + step, max(n, 1))) for i in range(0, max(n, 1), step)]
 
+# %% ../../nbs/00e_digest.ipynb #2a930a3e
 def submit_blocks(t: torch.Tensor, pool) -> list:
     """Copy `t`'s bytes to the CPU and submit the SHA-256 of its 64 KiB blocks to `pool`, `DIGEST_RUN` blocks
     per task. Returns the futures; each gives a list of block digests, in order (see `gather_blocks`)."""
     mv = _tensor_bytes(t)
     return [pool.submit(_sha_run, mv, a, b) for a, b in _runs(len(mv))]
 
+# %% ../../nbs/00e_digest.ipynb #8fa16735
 def gather_blocks(futures) -> list[bytes]:
     "The block digests of one tensor, in order, from the futures of `submit_blocks`."
     return [d for f in futures for d in f.result()]
 
+# %% ../../nbs/00e_digest.ipynb #b25bc43d
 def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
     "A tensor's leaf: SHA-256 over its name, dtype, shape and the SHA-256 of each block of its bytes."
     h = hashlib.sha256()
@@ -48,12 +53,15 @@ def leaf_from_blocks(name: str, dtype, shape, block_digests) -> bytes:
     for d in block_digests: h.update(d)
     return h.digest()
 
+# %% ../../nbs/00e_digest.ipynb #03fb8078
 def tensor_leaf(name: str, t: torch.Tensor, pool=None) -> bytes:
     "The leaf of one tensor, on the CPU (runs of blocks hashed on `pool` when given)."
     mv = _tensor_bytes(t)
-    runs = pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None else (_sha_run(mv, *r) for r in _runs(len(mv)))
+    runs = (pool.map(lambda r: _sha_run(mv, *r), _runs(len(mv))) if pool is not None
+            else (_sha_run(mv, *r) for r in _runs(len(mv))))
     return leaf_from_blocks(name, t.dtype, t.shape, [d for run in runs for d in run])
 
+# %% ../../nbs/00e_digest.ipynb #e9d65bd2
 def digest_from_leaves(leaves: Mapping[str, bytes]) -> str:
     "The publication digest from per-tensor leaves: SHA-256 over (name, leaf) in name order."
     h = hashlib.sha256()

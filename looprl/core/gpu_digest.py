@@ -20,7 +20,7 @@ except ImportError:
 # %% auto #0
 __all__ = ['SHA256_K', 'SHA256_H', 'block_table', 'usable', 'block_digests', 'leaves_on_device']
 
-# %% ../../nbs/00f_gpu_digest.ipynb #699afcb8
+# %% ../../nbs/00f_gpu_digest.ipynb #9ce9c3ce
 def _primes(n: int) -> list[int]:
     ps, k = [], 2
     while len(ps) < n:
@@ -28,6 +28,7 @@ def _primes(n: int) -> list[int]:
         k += 1
     return ps
 
+# %% ../../nbs/00f_gpu_digest.ipynb #9d6b3129
 def _iroot(n: int, k: int) -> int:
     "floor(n ** (1/k)) of a positive integer, by Newton's method from above."
     x = 1 << -(-n.bit_length() // k)
@@ -42,7 +43,8 @@ SHA256_H = [_iroot(p << 64, 2) & 0xFFFFFFFF for p in _primes(8)]     # initial h
 # %% ../../nbs/00f_gpu_digest.ipynb #acdb4332
 def block_table(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK):
     "(addresses int64, lengths int32, blocks per tensor, the flat byte tensors to keep alive) of every block."
-    if block <= 0 or block % 64 or block >= 1 << 28: raise ValueError(f"block must be a positive multiple of 64 below 256 MiB, got {block}")
+    if block <= 0 or block % 64 or block >= 1 << 28:
+        raise ValueError(f"block must be a positive multiple of 64 below 256 MiB, got {block}")
     addrs, lens, counts, keep = [], [], [], []
     for name, t in tensors.items():
         b = t.detach().contiguous().reshape(-1).view(torch.uint8)
@@ -177,56 +179,67 @@ if triton is not None:
         tl.store(o + 6, h6.to(tl.int32, bitcast=True), mask=live)
         tl.store(o + 7, h7.to(tl.int32, bitcast=True), mask=live)
 
-# %% ../../nbs/00f_gpu_digest.ipynb #8878bf59
+# %% ../../nbs/00f_gpu_digest.ipynb #65dca3f8
 _KH: dict[str, torch.Tensor] = {}
 
 _CHECKED: set[str] = set()
 
 def _interpreting() -> bool: return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+# %% ../../nbs/00f_gpu_digest.ipynb #c0e4c275
 def usable(t) -> bool:
-    "Whether `hf.tensor_leaves` hashes `t` here: a CUDA tensor, Triton importable, a multiple of 4 bytes, LOOPRL_GPU_DIGEST not 0."
+    """Whether `hf.tensor_leaves` hashes `t` here: a CUDA tensor, Triton importable, a multiple of 4 bytes,
+    LOOPRL_GPU_DIGEST not 0."""
     return (triton is not None and isinstance(t, torch.Tensor) and t.is_cuda and (t.numel() * t.element_size()) % 4 == 0
             and os.environ.get("LOOPRL_GPU_DIGEST", "1") != "0")
 
-def _launch(tensors: Mapping[str, torch.Tensor], device: torch.device, block: int, lanes: int) -> dict[str, list[bytes]]:
+# %% ../../nbs/00f_gpu_digest.ipynb #fd81f4e2
+def _launch(tensors: Mapping[str, torch.Tensor], device: torch.device, block: int,
+            lanes: int) -> dict[str, list[bytes]]:
     addrs, lens, counts, keep = block_table(tensors, block)
     key = str(device)
-    if key not in _KH: _KH[key] = torch.tensor(np.array(SHA256_K + SHA256_H, dtype=np.uint32).view(np.int32), device=device)
+    if key not in _KH:
+        _KH[key] = torch.tensor(np.array(SHA256_K + SHA256_H, dtype=np.uint32).view(np.int32), device=device)
     n = len(lens)
     out = torch.empty(n, 8, dtype=torch.int32, device=device)
     a, l = torch.from_numpy(addrs).to(device), torch.from_numpy(lens).to(device)
     grid = (triton.cdiv(n, lanes),)
-    def go(): sha256_kernel[grid](a, l, _KH[key], out, n, LANES=lanes, MAX_CHUNKS=(block + 8) // 64 + 1, num_warps=max(1, lanes // 32))
+    def go(): sha256_kernel[grid](a, l, _KH[key], out, n, LANES=lanes, MAX_CHUNKS=(block + 8) // 64 + 1,
+                                  num_warps=max(1, lanes // 32))
     if device.type == "cuda":
         with torch.cuda.device(device): go()
     else: go()
-    raw = out.cpu().numpy().view(np.uint32).astype(">u4").tobytes()     # waits for the kernel; `keep` is alive until here
+    raw = out.cpu().numpy().view(np.uint32).astype(">u4").tobytes()   # waits for the kernel; `keep` is alive until here
     del keep
     digests, i = {}, 0
     for name, c in zip(tensors, counts):
         digests[name] = [raw[32 * j:32 * j + 32] for j in range(i, i + c)]; i += c
     return digests
 
-# %% ../../nbs/00f_gpu_digest.ipynb #703244d1
+# %% ../../nbs/00f_gpu_digest.ipynb #26610dff
 def _self_check(device: torch.device, lanes: int):
     "Hash a few buffers hashlib knows on `device`, once per device; refuse a kernel that disagrees."
     if str(device) in _CHECKED: return
     g = torch.Generator().manual_seed(0)
-    bufs = {str(n): torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g).to(device) for n in (0, 4, 56, 64, 120, 4100)}
+    bufs = {str(n): torch.randint(0, 256, (n,), dtype=torch.uint8, generator=g).to(device)
+            for n in (0, 4, 56, 64, 120, 4100)}
     got = _launch(bufs, device, DIGEST_BLOCK, lanes)
     for k, b in bufs.items():
         if got[k] != [hashlib.sha256(b.cpu().numpy().tobytes()).digest()]:
-            raise RuntimeError(f"the GPU SHA-256 kernel disagrees with hashlib on {device} for a {k}-byte buffer; set LOOPRL_GPU_DIGEST=0 to hash on the CPU")
+            raise RuntimeError(f"the GPU SHA-256 kernel disagrees with hashlib on {device} for a {k}-byte buffer; set "
+                               f"LOOPRL_GPU_DIGEST=0 to hash on the CPU")
     _CHECKED.add(str(device))
 
-def block_digests(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK, lanes: int = 128) -> dict[str, list[bytes]]:
+# %% ../../nbs/00f_gpu_digest.ipynb #4de5648f
+def block_digests(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK,
+                  lanes: int = 128) -> dict[str, list[bytes]]:
     "SHA-256 of every `block`-byte block of each tensor's bytes, hashed where the tensors are: one launch per device."
     if triton is None: raise RuntimeError("GPU digests need Triton, which is not installed")
     by_dev: dict[torch.device, dict] = {}
     for name, t in tensors.items():
         if t.device.type != "cuda" and not _interpreting():
-            raise ValueError(f"tensor {name} is on {t.device}: GPU digests take CUDA tensors (hf.tensor_leaves hashes the others on the CPU)")
+            raise ValueError(f"tensor {name} is on {t.device}: GPU digests take CUDA tensors (hf.tensor_leaves hashes "
+                             f"the others on the CPU)")
         by_dev.setdefault(t.device, {})[name] = t
     out = {}
     for dev, group in by_dev.items():
@@ -234,6 +247,7 @@ def block_digests(tensors: Mapping[str, torch.Tensor], block: int = DIGEST_BLOCK
         out.update(_launch(group, dev, block, lanes))
     return {n: out[n] for n in tensors}
 
+# %% ../../nbs/00f_gpu_digest.ipynb #60a40007
 def leaves_on_device(tensors: Mapping[str, torch.Tensor]) -> dict[str, bytes]:
     "The `hf` leaf of every tensor, its 64 KiB blocks hashed on its device."
     d = block_digests(tensors)

@@ -11,10 +11,11 @@ import torch
 # %% auto #0
 __all__ = ['PRECISIONS', 'to_dtype', 'dtype_name']
 
-# %% ../../nbs/00b_precision.ipynb #2652a703
+# %% ../../nbs/00b_precision.ipynb #554f46a0
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}   # command-line names
 _SPELLINGS = {**PRECISIONS, "half": torch.float16, **{str(d).removeprefix("torch."): d for d in PRECISIONS.values()}}
 
+# %% ../../nbs/00b_precision.ipynb #2c26e79a
 def to_dtype(spec) -> torch.dtype:
     "The torch dtype for `fp16`, `float16`, `half`, `torch.float16` or a torch dtype; anything else is a ValueError."
     if isinstance(spec, torch.dtype) and spec in PRECISIONS.values(): return spec
@@ -22,6 +23,7 @@ def to_dtype(spec) -> torch.dtype:
     if key not in _SPELLINGS: raise ValueError(f"unknown dtype {spec!r}; use one of {', '.join(sorted(_SPELLINGS))}")
     return _SPELLINGS[key]
 
+# %% ../../nbs/00b_precision.ipynb #c7392473
 def dtype_name(dtype) -> str:
     "Canonical name ('float32', 'float16', 'bfloat16') of a torch dtype or any of its spellings: what files record."
     return str(to_dtype(dtype)).removeprefix("torch.")

@@ -26,34 +26,43 @@ class RunError(ValueError):
 
 CHECKPOINTS, LATEST = "checkpoints", "latest"
 
-# %% ../../nbs/00g_state.ipynb #b6fa6fca
-RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy", "rng.torch_cpu",
-              "rng.torch_cuda", "sampler", "cursor", "version", "pending")
+# %% ../../nbs/00g_state.ipynb #cefd0d4b
+RESTORABLE = ("actor", "critic", "master", "optimizer", "scheduler", "scaler", "rng.python", "rng.numpy",
+              "rng.torch_cpu", "rng.torch_cuda", "sampler", "cursor", "version", "pending")
 SKIP_RESTORE_VAR = "LOOPRL_SKIP_RESTORE"
 
 def _restorable(part: str) -> bool:
-    "One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer processes)."
+    """One of `RESTORABLE`, or `shard.<r>`: the parameter shards of trainer rank r (a run with several trainer
+    processes)."""
     return part in RESTORABLE or (part.startswith("shard.") and part[6:].isdigit())
 
+# %% ../../nbs/00g_state.ipynb #727f450b
 def skipped_parts() -> set[str]:
-    "The parts `LOOPRL_SKIP_RESTORE` names: fault injection for the negative tests, which must see a resume that leaves them fresh differ."
+    """The parts `LOOPRL_SKIP_RESTORE` names: fault injection for the negative tests, which must see a resume that
+    leaves them fresh differ."""
     names = {n.strip() for n in os.environ.get(SKIP_RESTORE_VAR, "").split(",") if n.strip()}
     unknown = sorted(n for n in names if not _restorable(n))
-    if unknown: raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
+    if unknown:
+        raise RunError(f"{SKIP_RESTORE_VAR}: unknown part {unknown[0]!r}; one of {', '.join(RESTORABLE)}, shard.<rank>")
     return names
 
+# %% ../../nbs/00g_state.ipynb #6d682427
 def left_fresh(*parts: str) -> set[str]:
-    "Which of `parts` a resume leaves as a fresh run has them (for a learner that must copy them before loading in place)."
+    """Which of `parts` a resume leaves as a fresh run has them (for a learner that must copy them before loading in
+    place)."""
     for p in parts:
-        if not _restorable(p): raise ValueError(f"{p!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
+        if not _restorable(p):
+            raise ValueError(f"{p!r} is not restorable state; one of {', '.join(RESTORABLE)}, shard.<rank>")
     return skipped_parts() & set(parts)
 
+# %% ../../nbs/00g_state.ipynb #cf264c4a
 def restore(loaders: dict):
     """The one gate through which a resume restores state: call each part's loader, in order, unless the part (or any
     name of a tuple of names) is `left_fresh`. Every learner and the loop hand their restorable parts to it."""
     for names, load in loaders.items():
         if not left_fresh(*((names,) if isinstance(names, str) else names)): load()
 
+# %% ../../nbs/00g_state.ipynb #d9631bc8
 def capture_rng() -> dict:
     "Every global RNG state of this process, as tensors and plain values."
     st = random.getstate()
@@ -61,12 +70,15 @@ def capture_rng() -> dict:
     return dict(python=[st[0], list(st[1]), st[2]],
                 numpy=[npst[0], torch.from_numpy(npst[1].astype(np.int64)), int(npst[2]), int(npst[3]), float(npst[4])],
                 torch_cpu=torch.get_rng_state(),
-                torch_cuda=[torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else [])
+                torch_cuda=([torch.cuda.get_rng_state(i) for i in range(torch.cuda.device_count())]
+                            if torch.cuda.is_available() else []))
 
+# %% ../../nbs/00g_state.ipynb #ad95c082
 def seed_everything(seed: int):
     "Seed Python, NumPy and torch (CPU and CUDA) from the run seed: a new run starts from a known state."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
+# %% ../../nbs/00g_state.ipynb #0a49ea6a
 def restore_rng(d: dict):
     "Restore what `capture_rng` captured, each generator through the `restore` gate."
     v, state, gauss = d["python"]
@@ -93,13 +105,16 @@ def fault_point(name: str):
         if not sig: os.kill(os.getpid(), signal.SIGKILL)
         else: os.killpg(os.getpgrp(), getattr(signal, sig))
 
-# %% ../../nbs/00g_state.ipynb #9a640001
+# %% ../../nbs/00g_state.ipynb #72318967
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
-def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2, rng: dict | None = None) -> Path:
+# %% ../../nbs/00g_state.ipynb #f054d1b7
+def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2,
+                    rng: dict | None = None) -> Path:
     """Atomically write the checkpoint taken after `update` updates and point `latest` at it.
     `write_trainer(dir)` writes the trainer's files into the temporary directory (the trainer may live
-    in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the background) and the loop state."""
+    in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the
+    background) and the loop state."""
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
     dst = ck / checkpoint_name(update)
@@ -114,19 +129,23 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     for stale in ck.glob(".tmp-*"): shutil.rmtree(stale, ignore_errors=True)
     return dst
 
+# %% ../../nbs/00g_state.ipynb #a3762f19
 def save_trainer_state(state: dict, d: Path, processes: int = 1, tensor_parallel: int = 1):
     """Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives),
     with the number of trainer processes and the tensor-parallel size that made it."""
-    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel}, Path(d) / "trainer.pt")
+    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+               Path(d) / "trainer.pt")
 
-# %% ../../nbs/00g_state.ipynb #9a640002
+# %% ../../nbs/00g_state.ipynb #c7f5309a
 def _same_layout(d: Path, made: tuple, asked: tuple):
     "Refuse a checkpoint made by another number of trainer processes (or tensor-parallel size), naming both."
     if made[0] != asked[0]:
         raise RunError(f"{d}: written by {made[0]} trainer process{'es' * (made[0] != 1)}; this run has {asked[0]} "
-                       f"(resume with --trainer-processes {made[0]}: its shards resume exactly only on as many processes)")
+                       f"(resume with --trainer-processes {made[0]}: its shards resume exactly only on as many "
+                       f"processes)")
     if made[1] != asked[1]: raise RunError(f"{d}: written with --tensor-parallel {made[1]}; this run has {asked[1]}")
 
+# %% ../../nbs/00g_state.ipynb #00d5873b
 def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor_parallel: int = 1) -> dict:
     "Read a trainer's state from checkpoint directory `d`, restoring the calling process's RNG if `restore`."
     st = torch.load(Path(d) / "trainer.pt", weights_only=True, map_location="cpu")
@@ -134,6 +153,7 @@ def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor
     if restore: restore_rng(st["rng"])
     return st
 
+# %% ../../nbs/00g_state.ipynb #0308214c
 def latest_checkpoint(run: Path) -> Path | None:
     "The newest complete checkpoint directory, or None."
     f = Path(run) / CHECKPOINTS / LATEST
@@ -142,24 +162,30 @@ def latest_checkpoint(run: Path) -> Path | None:
     if not (d / "loop.json").exists(): raise RunError(f"{f}: names {d.name}, which is incomplete")
     return d
 
+# %% ../../nbs/00g_state.ipynb #b51c1f02
 def load_loop_state(d: Path, restore: bool = True) -> dict:
     "The loop state of a checkpoint directory; restores this process's RNG if `restore`."
     d = Path(d)
     if restore: restore_rng(torch.load(d / "rng.pt", weights_only=True))
     return json.loads((d / "loop.json").read_text())
 
-# %% ../../nbs/00g_state.ipynb #82c97cb0
+# %% ../../nbs/00g_state.ipynb #0db784c5
 def rank_file(rank: int) -> str: return f"trainer-rank{rank}.pt"
 
-MEGATRON_STATE = "megatron"     # the checkpoint folder of the Megatron trainer's dist_checkpointing files: one folder per learner
+# the checkpoint folder of the Megatron trainer's dist_checkpointing files: one folder per learner
+MEGATRON_STATE = "megatron"
 
+# %% ../../nbs/00g_state.ipynb #d1e48541
 def save_rank_state(state: dict, d: Path, rank: int, processes: int, tensor_parallel: int = 1):
     "Write trainer rank `rank`'s part of the state, with its process's RNG, into checkpoint directory `d`."
-    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes,
+                "tensor_parallel": tensor_parallel},
                Path(d) / rank_file(rank))
 
+# %% ../../nbs/00g_state.ipynb #1bde9df8
 def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1, restore: bool = True) -> dict:
-    "Read trainer rank `rank`'s part from checkpoint directory `d` (refused when another process count wrote it); restores this process's RNG if `restore`."
+    """Read trainer rank `rank`'s part from checkpoint directory `d` (refused when another process count wrote it);
+    restores this process's RNG if `restore`."""
     d = Path(d)
     made = len(list(d.glob("trainer-rank*.pt"))) or 1            # no rank files: one trainer process wrote trainer.pt
     _same_layout(d, (made, tensor_parallel), (processes, tensor_parallel))
@@ -168,7 +194,7 @@ def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1
     if restore: restore_rng(st["rng"])
     return st
 
-# %% ../../nbs/00g_state.ipynb #106d23f0
+# %% ../../nbs/00g_state.ipynb #a50cd863
 METRICS, POLICIES = "metrics.jsonl", "policies"
 
 def append_metrics(run: Path, line: dict):
@@ -176,8 +202,10 @@ def append_metrics(run: Path, line: dict):
     with open(Path(run) / METRICS, "a") as f:
         f.write(json.dumps(line) + "\n"); f.flush(); os.fsync(f.fileno())
 
+# %% ../../nbs/00g_state.ipynb #aef7778f
 def read_metrics(run: Path) -> list[dict]:
-    "The metrics lines of a run; a torn last line (no newline: a write cut short) is dropped, a broken line elsewhere is an error."
+    """The metrics lines of a run; a torn last line (no newline: a write cut short) is dropped, a broken line elsewhere
+    is an error."""
     f = Path(run) / METRICS
     if not f.exists(): return []
     *whole, tail = f.read_text().split("\n")            # `tail` is "" unless the last write was cut short
@@ -188,8 +216,10 @@ def read_metrics(run: Path) -> list[dict]:
         except json.JSONDecodeError as e: raise RunError(f"{f}:{n}: invalid JSON ({e.msg})") from None
     return out
 
+# %% ../../nbs/00g_state.ipynb #2e7a934b
 def policy_path(run: Path, update: int) -> Path: return Path(run) / POLICIES / checkpoint_name(update)
 
+# %% ../../nbs/00g_state.ipynb #f8e354e5
 def latest_policy(run: Path) -> Path | None:
     "The newest exported policy of a run, or None."
     f = Path(run) / POLICIES / LATEST
@@ -198,7 +228,7 @@ def latest_policy(run: Path) -> Path | None:
     if not (d / "config.json").exists(): raise RunError(f"{f}: names {d.name}, which is not a complete checkpoint")
     return d
 
-# %% ../../nbs/00g_state.ipynb #c5bd3615
+# %% ../../nbs/00g_state.ipynb #7475a2ae
 def upgrade_contract(c):
     """A stored contract as this version writes it: runs recorded before --engine existed used the native engine; before
     the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
@@ -207,9 +237,11 @@ def upgrade_contract(c):
     if not isinstance(c, dict): return c
     c = {"engine": "native", "async": False, **c}
     if isinstance(c.get("settings"), dict):
-        c["settings"] = {"full_backprop": False, "compile_blocks": False, "recompute_every": 1, **{k: v for k, v in c["settings"].items() if k != "temperature"}}
+        kept = {k: v for k, v in c["settings"].items() if k != "temperature"}
+        c["settings"] = {"full_backprop": False, "compile_blocks": False, "recompute_every": 1, **kept}
     return c
 
+# %% ../../nbs/00g_state.ipynb #00b3a88a
 def read_contract(run: Path) -> dict:
     "The contract of run directory `run`, upgraded to this version's form."
     f = Path(run) / "run.json"
@@ -218,6 +250,7 @@ def read_contract(run: Path) -> dict:
     except json.JSONDecodeError as e: raise RunError(f"{f}: invalid JSON at line {e.lineno}") from None
     except (KeyError, TypeError): raise RunError(f"{f}: no 'contract' object") from None
 
+# %% ../../nbs/00g_state.ipynb #df266d41
 def contract_differences(stored: dict, requested: dict, prefix: str = "") -> list[str]:
     "Dotted names of the fields where `requested` differs from `stored`, with both values."
     out = []
@@ -227,6 +260,7 @@ def contract_differences(stored: dict, requested: dict, prefix: str = "") -> lis
         elif a != b: out.append(f"{prefix}{k}: run has {a!r}, requested {b!r}")
     return out
 
+# %% ../../nbs/00g_state.ipynb #9d5f369e
 def check_contract(run: Path, requested: dict):
     "Refuse a resume whose contract differs from the stored one, naming the fields."
     diff = contract_differences(read_contract(run), requested)

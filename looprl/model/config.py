@@ -57,9 +57,10 @@ class LoopedConfig:
         "The same model run with another loop count (`raw` updated too)."
         return replace(self, depth=depth, raw={**self.raw, self.depth_key: depth})
 
-# %% ../../nbs/01a_config.ipynb #f0e6897e
+# %% ../../nbs/01a_config.ipynb #2fedaad8
 def config_value(raw: dict, key: str, typ: type, src: str, default=None, required: bool = True):
-    "`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a ConfigError."
+    """`raw[key]` as `typ` (ints accepted as floats, integral floats as ints); a missing or mistyped key is a
+    ConfigError."""
     if key not in raw or raw[key] is None:
         if required and default is None: raise ConfigError(f"{src}: missing key '{key}'")
         return default
@@ -70,6 +71,7 @@ def config_value(raw: dict, key: str, typ: type, src: str, default=None, require
         raise ConfigError(f"{src}: key '{key}' must be {typ.__name__}, got {type(v).__name__} {v!r}")
     return v
 
+# %% ../../nbs/01a_config.ipynb #d0057580
 def token_ids(v) -> tuple:
     "A token id or list of them (`eos_token_id`) as a tuple."
     return () if v is None else tuple(v) if isinstance(v, (list, tuple)) else (v,)
@@ -87,15 +89,17 @@ def llama_fields(raw: dict, src: str, depth_key: str) -> dict:
     if H % kv: raise ConfigError(f"{src}: num_attention_heads {H} is not a multiple of num_key_value_heads {kv}")
     hd = need("head_dim", int, default=raw.get("kv_channels") or (E // H if E % H == 0 else None))
     if hd % 2: raise ConfigError(f"{src}: head_dim {hd} must be even for RoPE")
-    if raw.get("hidden_act", "silu") != "silu": raise ConfigError(f"{src}: key 'hidden_act' is {raw['hidden_act']!r}; only 'silu' is supported")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ConfigError(f"{src}: key 'hidden_act' is {raw['hidden_act']!r}; only 'silu' is supported")
     return dict(vocab_size=need("vocab_size", int), hidden_size=E, intermediate_size=need("intermediate_size", int),
                 n_heads=H, n_kv_heads=kv, head_dim=hd, n_prelude=0, n_core=need("num_hidden_layers", int), n_coda=0,
                 depth=need(depth_key, int), rope_base=need("rope_theta", float), norm_eps=need("rms_norm_eps", float),
-                max_positions=need("max_position_embeddings", int), tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
+                max_positions=need("max_position_embeddings", int),
+                tie_embeddings=bool(raw.get("tie_word_embeddings", False)),
                 qk_bias=False, bos_token_id=raw.get("bos_token_id"), eos_token_ids=token_ids(raw.get("eos_token_id")),
                 pad_token_id=raw.get("pad_token_id"))
 
-# %% ../../nbs/01a_config.ipynb #a4c0c638
+# %% ../../nbs/01a_config.ipynb #09b82c63
 def config_from_dict(raw: dict, src: str = "config.json") -> LoopedConfig:
     "Parse a `config.json` dictionary of any registered family."
     if not isinstance(raw, dict): raise ConfigError(f"{src}: expected a JSON object")
@@ -109,6 +113,7 @@ def config_from_dict(raw: dict, src: str = "config.json") -> LoopedConfig:
     if fields["depth"] < 1: raise ConfigError(f"{src}: key '{fam.depth_key}' must be ≥ 1")
     return LoopedConfig(family=mt, revision=raw.get("_revision"), raw=dict(raw), **fields)
 
+# %% ../../nbs/01a_config.ipynb #a266f5fe
 def load_config(path) -> LoopedConfig:
     "Read a checkpoint directory's (or a file's) `config.json`."
     p = Path(path)
@@ -118,13 +123,14 @@ def load_config(path) -> LoopedConfig:
     except json.JSONDecodeError as e: raise ConfigError(f"{f}: invalid JSON at line {e.lineno}: {e.msg}") from None
     return config_from_dict(raw, str(f))
 
-# %% ../../nbs/01a_config.ipynb #2ee2334e
+# %% ../../nbs/01a_config.ipynb #1eb11770
 ASSETS = Path(__file__).parent.parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
 
 def real_presets() -> dict[str, Path]:
     "Preset name → the shipped config.json, over every registered family."
     return {name: ASSETS / "configs" / file for fam in family_names() for name, file in get_family(fam).presets.items()}
 
+# %% ../../nbs/01a_config.ipynb #af879f94
 def real_config(name: str) -> LoopedConfig:
     "One of the published configurations shipped with looprl (`real_presets()`)."
     presets = real_presets()
@@ -135,7 +141,8 @@ def real_config(name: str) -> LoopedConfig:
 def tiny_config(family: str, **overrides) -> LoopedConfig:
     "A tiny configuration of `family` with every structural feature of the real model."
     try: raw = get_family(family).tiny
-    except FamilyError: raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(family_names())}") from None
+    except FamilyError:
+        raise ConfigError(f"unknown model family {family!r}; choose one of {', '.join(family_names())}") from None
     return config_from_dict({**raw, **overrides}, f"tiny:{family}")
 
 # %% ../../nbs/01a_config.ipynb #d4e5f6a7
@@ -145,6 +152,7 @@ def preset_config(spec) -> LoopedConfig:
     if spec in real_presets(): return real_config(spec)
     if Path(spec).is_dir(): return load_config(spec)
     if spec == "tiny": return tiny_config(family_names()[0])
-    if spec.startswith("tiny-") and spec.removeprefix("tiny-") in family_names(): return tiny_config(spec.removeprefix("tiny-"))
+    if spec.startswith("tiny-") and spec.removeprefix("tiny-") in family_names():
+        return tiny_config(spec.removeprefix("tiny-"))
     raise ConfigError(f"unknown preset {spec!r}: a checkpoint directory, one of {', '.join(real_presets())}, tiny, "
                       f"or tiny-<family> ({', '.join(family_names())})")

@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 from .config import LoopedConfig, load_config, tiny_config, ConfigError
 from .models import build_model, init_weights, LoopedLM
 from ..core.atomic import atomic_dir
-from ..core.digest import DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_blocks, leaf_from_blocks, tensor_leaf, digest_from_leaves
+from ..core.digest import (DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_blocks, leaf_from_blocks, tensor_leaf,
+                                digest_from_leaves)
 from ..core.precision import dtype_name
 
 # %% auto #0
@@ -26,7 +27,7 @@ __all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors',
 class CheckpointError(ValueError):
     "A checkpoint directory or publication that does not match the model; the message names the tensor or file."
 
-# %% ../../nbs/01j_hf.ipynb #0b1f0adf
+# %% ../../nbs/01j_hf.ipynb #fd76c63e
 def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: bool = True) -> dict[str, bytes]:
     """The leaf of every named tensor (a mapping or (name, tensor) pairs): CUDA tensors hashed on their GPU
     in one kernel launch per device (unless `gpu=False`), the others on a pool of `threads` CPU threads."""
@@ -44,6 +45,7 @@ def tensor_leaves(tensors: Mapping[str, torch.Tensor], threads: int = 16, gpu: b
             leaves.update({n: leaf_from_blocks(n, dt, shp, gather_blocks(fs)) for n, dt, shp, fs in pending})
     return leaves
 
+# %% ../../nbs/01j_hf.ipynb #ece3e0e2
 def state_digest(tensors, threads: int = 16) -> str:
     """Digest of named tensors (a mapping or (name, tensor) pairs), independent of order and chunking.
     CUDA tensors are hashed on their GPU, the others on a thread pool (`tensor_leaves`)."""
@@ -52,15 +54,16 @@ def state_digest(tensors, threads: int = 16) -> str:
 # %% ../../nbs/01j_hf.ipynb #47410f32
 def export_tensors(model: LoopedLM, dtype=None, device="cpu") -> dict[str, torch.Tensor]:
     "A snapshot of the actor's native tensors (copies on `device`), optionally cast to `dtype` (buffers stay FP32)."
-    if model.role != "actor": raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
+    if model.role != "actor":
+        raise CheckpointError("a critic has a value head and no lm_head: it is never exported as a policy")
     out, fixed = {}, model.fixed_buffers()
-    for name, t in model.state_dict().items():     # a snapshot: every tensor is a copy (tied aliases become two tensors)
+    for name, t in model.state_dict().items():   # a snapshot: every tensor is a copy (tied aliases become two tensors)
         t = t.detach()
         if dtype is not None and name not in fixed and t.is_floating_point(): t = t.to(dtype)
         out[name] = t.to(device, copy=True).contiguous()
     return out
 
-# %% ../../nbs/01j_hf.ipynb #a5a38ef5
+# %% ../../nbs/01j_hf.ipynb #74bac8da
 def write_tensors(tensors: Mapping[str, torch.Tensor], dirpath: Path, max_shard_bytes: int | None = None):
     "Write `tensors` as model.safetensors, or as shards plus model.safetensors.index.json."
     names = sorted(tensors)
@@ -81,6 +84,7 @@ def write_tensors(tensors: Mapping[str, torch.Tensor], dirpath: Path, max_shard_
     index = {"metadata": {"total_size": sum(size(n) for n in names)}, "weight_map": wmap}
     (dirpath / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
 
+# %% ../../nbs/01j_hf.ipynb #7897d04a
 def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard_bytes: int | None = None) -> Path:
     "Write `model` (an actor) as a native checkpoint directory at `path`, atomically."
     path = Path(path)
@@ -92,14 +96,15 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
         if tokenizer is not None: tokenizer.save(str(tmp / "tokenizer.json"))
     return path
 
-# %% ../../nbs/01j_hf.ipynb #ddd1e7c0
+# %% ../../nbs/01j_hf.ipynb #54dc0511
 def checkpoint_files(path) -> list[Path]:
     "The safetensors files of a checkpoint directory, in index order."
     path = Path(path)
     idx = path / "model.safetensors.index.json"
     if idx.exists():
         try: wmap = json.loads(idx.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e: raise CheckpointError(f"{idx}: not a valid safetensors index ({e})") from None
+        except (json.JSONDecodeError, KeyError) as e:
+            raise CheckpointError(f"{idx}: not a valid safetensors index ({e})") from None
         files = sorted(set(wmap.values()))
         for f in files:
             if not (path / f).exists(): raise CheckpointError(f"{idx}: shard {f} is missing")
@@ -109,6 +114,7 @@ def checkpoint_files(path) -> list[Path]:
         raise CheckpointError(f"{path}: only pickle weights found; looprl reads safetensors only")
     raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
 
+# %% ../../nbs/01j_hf.ipynb #b006a6d1
 def read_tensors(path) -> dict[str, torch.Tensor]:
     "Every tensor of a checkpoint directory, by native name (CPU)."
     out = {}
@@ -119,8 +125,9 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
                 out[n] = fh.get_tensor(n)
     return out
 
-# %% ../../nbs/01j_hf.ipynb #5481936a
-def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint", role: str | None = None):
+# %% ../../nbs/01j_hf.ipynb #be50f0e2
+def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint",
+                  role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
     role = role or model.role
     want = {n: tuple(t.shape) for n, t in model.state_dict().items()}
@@ -129,10 +136,15 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
         if "lm_head.weight" in tensors: want["lm_head.weight"] = (model.cfg.vocab_size, model.cfg.hidden_size)
     missing = sorted(set(want) - set(tensors))
     extra = sorted(set(tensors) - set(want))
-    if missing: raise CheckpointError(f"{src}: missing tensor {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra: raise CheckpointError(f"{src}: unexpected tensor {extra[0]}" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    if missing:
+        raise CheckpointError(f"{src}: missing tensor {missing[0]}"
+                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    if extra:
+        raise CheckpointError(f"{src}: unexpected tensor {extra[0]}"
+                              + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
     for n, shp in want.items():
-        if tuple(tensors[n].shape) != shp: raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")
+        if tuple(tensors[n].shape) != shp:
+            raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")
     for first, *others in model.tied_aliases():             # names of one tensor must carry one value
         for n in others:
             if first in tensors and n in tensors and not torch.equal(tensors[n], tensors[first]):
@@ -141,6 +153,7 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
         if tensors[n].dtype != torch.float32 or not torch.equal(tensors[n], want):
             raise CheckpointError(f"{src}: {n} does not equal {what}")
 
+# %% ../../nbs/01j_hf.ipynb #641b1eba
 @torch.no_grad()
 def load_into(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint") -> LoopedLM:
     "Check then copy native `tensors` into `model` (casting to the model's dtype)."
@@ -151,6 +164,7 @@ def load_into(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "
         sd[n].copy_(t)
     return model
 
+# %% ../../nbs/01j_hf.ipynb #1ee6fa94
 def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: LoopedConfig | None = None) -> LoopedLM:
     "Build an actor or critic from a checkpoint directory, strictly by native names."
     cfg = cfg or load_config(path)
@@ -159,7 +173,8 @@ def load_checkpoint(path, role: str = "actor", dtype=None, device="cpu", cfg: Lo
 
 # %% ../../nbs/01j_hf.ipynb #09b5197b
 def checkpoint_sha256(path) -> str:
-    "SHA-256 over a checkpoint directory's config and weight files (names and bytes): the model's identity in a run contract."
+    """SHA-256 over a checkpoint directory's config and weight files (names and bytes): the model's identity in a run
+    contract."""
     path, h = Path(path), hashlib.sha256()
     files = [path / "config.json"] + checkpoint_files(path)
     if (path / "model.safetensors.index.json").exists(): files.append(path / "model.safetensors.index.json")

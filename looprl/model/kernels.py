@@ -13,7 +13,7 @@ import torch
 __all__ = ['DIRECT_LAUNCH', 'DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'launch', 'add_rmsnorm', 'rmsnorm',
            'rope_cache_write', 'decode_attention', 'silu_mul']
 
-# %% ../../nbs/01e_kernels.ipynb #8182f6e9
+# %% ../../nbs/01e_kernels.ipynb #95da6c05
 try:
     import triton, triton.language as tl
 except ImportError:            # CPU-only installs: the plain PyTorch path serves
@@ -23,12 +23,14 @@ def interpreting() -> bool:
     "True when Triton runs kernels in its CPU interpreter (`TRITON_INTERPRET=1`, for tests without a GPU)."
     return triton is not None and os.environ.get("TRITON_INTERPRET") == "1"
 
+# %% ../../nbs/01e_kernels.ipynb #21d4578a
 def fused_available(device) -> bool:
-    "Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the interpreter runs)."
+    """Whether the fused decode kernels can run on `device`: Triton is present and the device is CUDA (or the
+    interpreter runs)."""
     if triton is None: return False
     return torch.device(device).type == "cuda" or interpreting()
 
-# %% ../../nbs/01e_kernels.ipynb #7a1c0002
+# %% ../../nbs/01e_kernels.ipynb #0c42f62e
 DIRECT_LAUNCH = False         # off until tests/test_kernels.py::test_direct_launch_same_bits_cuda has passed on a GPU
 _COMPILED: dict = {}          # specialization key → the compiled kernel
 
@@ -38,8 +40,10 @@ def _spec(a):
     if isinstance(a, bool) or not isinstance(a, int): return type(a)
     return a == 1, a % 16 == 0, -2**31 <= a < 2**31
 
+# %% ../../nbs/01e_kernels.ipynb #2c8f1c72
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
-    "`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once compiled."
+    """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once
+    compiled."""
     if not DIRECT_LAUNCH or interpreting(): return kernel[grid](*args, **constexprs, num_warps=num_warps)
     dev = next(a for a in args if isinstance(a, torch.Tensor)).device
     key = (kernel, dev.index, len(grid), num_warps, *constexprs.items(), *map(_spec, args))
@@ -48,8 +52,8 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
         _COMPILED[key] = kernel[grid](*args, **constexprs, num_warps=num_warps)
         return
     g = (*grid, 1, 1)
-    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function, compiled.packed_metadata,
-                 None, None, None, *args, *constexprs.values())
+    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function,
+                 compiled.packed_metadata, None, None, None, *args, *constexprs.values())
 
 # %% ../../nbs/01e_kernels.ipynb #19d7c315
 if triton is not None:
@@ -72,10 +76,11 @@ if triton is not None:
             z = (z.to(tl.float32) * tl.load(w2_ptr + cols, mask=m, other=0.0).to(tl.float32)).to(a.dtype)
             tl.store(y2_ptr + row * N + cols, z, mask=m)
 
-# %% ../../nbs/01e_kernels.ipynb #19d7c316
+# %% ../../nbs/01e_kernels.ipynb #213a8a18
 def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1]).contiguous()
 
+# %% ../../nbs/01e_kernels.ipynb #fa0eea3c
 def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
     "`norm(a + x)` (or `norm(a)` when x is None) in one kernel; with `then`, also `then(norm(a + x))`."
     shape, N = a.shape, a.shape[-1]
@@ -89,6 +94,7 @@ def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
            dict(HAS_ADD=x is not None, HAS_SECOND=then is not None, BLOCK=BLOCK), 8 if BLOCK >= 4096 else 4)
     return (y.view(shape), y2.view(shape)) if then is not None else y.view(shape)
 
+# %% ../../nbs/01e_kernels.ipynb #be62e45f
 def rmsnorm(x: torch.Tensor, norm) -> torch.Tensor:
     "`norm(x)` in one kernel."
     return add_rmsnorm(x, None, norm)
@@ -133,7 +139,8 @@ if triton is not None:
 # %% ../../nbs/01e_kernels.ipynb #bca93057
 def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None):
     """Rotate q [B,1,H,D] and k [B,1,Hkv,D] (plus biases [H,D]/[Hkv,D]) by cos/sin [B,D/2] (FP32); write k and v
-    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D] (contiguous)."""
+    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D]
+    (contiguous)."""
     B, _, H, D = q.shape
     KVH = k.shape[2]
     for t in (q, k, v):
@@ -174,7 +181,8 @@ if triton is not None:
 # %% ../../nbs/01e_kernels.ipynb #f41a7dac
 if triton is not None:
     @triton.jit
-    def _attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, TILES, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
+    def _attention_combine_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, TILES, D: tl.constexpr, BLOCK_D: tl.constexpr,
+                                  BLOCK_S: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)            # b·H + h
         j = tl.arange(0, BLOCK_S)
         mj = j < TILES
@@ -187,10 +195,11 @@ if triton is not None:
         tl.store(out_ptr + row * D + d, (tl.sum(w[:, None] * acc, axis=0) / l).to(out_ptr.dtype.element_ty), mask=md)
 
 # %% ../../nbs/01e_kernels.ipynb #f41a7dad
-DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)   # keys per program and its warps: the best of a sweep on the H200
+DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)  # keys per program and its warps: the best of a sweep on the H200
                                                         # (benchmarks/results/h200/attention-sweep.json)
 
-def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
+                     num_warps: int | None = None) -> torch.Tensor:
     "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
     block_t, num_warps = block_t or DECODE_ATTENTION_TILE["block_t"], num_warps or DECODE_ATTENTION_TILE["num_warps"]
     B, H, D = q.shape
@@ -198,8 +207,9 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None, num_w
     tiles, BLOCK_D = triton.cdiv(T, block_t), triton.next_power_of_2(D)
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
-    launch(_attention_tile_kernel, (B, H, tiles), (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
-                                                   k_plane.stride(2), H, H // KVH, D ** -0.5),
+    launch(_attention_tile_kernel, (B, H, tiles),
+           (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
+            k_plane.stride(2), H, H // KVH, D ** -0.5),
            dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
     BLOCK_S = triton.next_power_of_2(tiles)
@@ -226,5 +236,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     g2, u2 = gate.reshape(-1, N), up.reshape(-1, N)
     out = torch.empty(g2.shape[0], N, dtype=gate.dtype, device=gate.device)
     BLOCK = 1024
-    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N), dict(BLOCK=BLOCK), 4)
+    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N),
+           dict(BLOCK=BLOCK), 4)
     return out.view(*shape[:-1], N)

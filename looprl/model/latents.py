@@ -30,7 +30,8 @@ def noise_seed(seed: int, position: int) -> int:
 
 # %% ../../nbs/01c_latents.ipynb #882e37a4
 def _check_seed(seed, what="seed"):
-    if isinstance(seed, bool) or not isinstance(seed, int): raise TypeError(f"{what} must be an int, got {type(seed).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"{what} must be an int, got {type(seed).__name__}")
     if not 0 <= seed < SEED_LIMIT: raise ValueError(f"{what} {seed} is outside [0, 2**63)")
     return seed
 
@@ -45,11 +46,13 @@ def _pairs(seeds, positions):
     if len(ss) != len(ps): raise ValueError(f"{len(ss)} seeds for {len(ps)} positions")
     for s in ss: _check_seed(s)
     for p in ps:
-        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < 2**64: raise ValueError(f"position {p!r} is not an int in [0, 2**64)")
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < 2**64:
+            raise ValueError(f"position {p!r} is not an int in [0, 2**64)")
     return ss, ps
 
 def _std(n_embd: int) -> float:
-    if isinstance(n_embd, bool) or not isinstance(n_embd, int) or n_embd < 1: raise ValueError(f"n_embd must be a positive int, got {n_embd!r}")
+    if isinstance(n_embd, bool) or not isinstance(n_embd, int) or n_embd < 1:
+        raise ValueError(f"n_embd must be a positive int, got {n_embd!r}")
     return math.sqrt(2 / (5 * n_embd))
 
 def _ref_row(n_embd: int, nseed: int) -> torch.Tensor:
@@ -68,11 +71,12 @@ def latent_noise_reference(n_embd: int, seeds, positions, dtype=torch.float32, d
     out = torch.stack(rows) if rows else torch.empty(0, n_embd)
     return out.to(device=device, dtype=dtype)
 
-# %% ../../nbs/01c_latents.ipynb #8805c2ef
+# %% ../../nbs/01c_latents.ipynb #00849a9a
 _GRAIN = 32768  # torch's elementwise kernels stay single-threaded below this many elements
 
 def _group(n_embd): return max(1, (_GRAIN - 1) // n_embd)  # rows per group: strictly fewer than _GRAIN elements
 
+# %% ../../nbs/01c_latents.ipynb #174520c2
 def _fill_rejection(out: torch.Tensor, nseeds: list, n_embd: int):
     "Fill `out` [len(nseeds), n_embd] in place like `trunc_normal_` of torch ≥ 2.13 (normal_ + redraw), scaled."
     std = _std(n_embd)
@@ -96,7 +100,8 @@ def _fill_rejection(out: torch.Tensor, nseeds: list, n_embd: int):
 
 # %% ../../nbs/01c_latents.ipynb #a702c21d
 def _fill_icdf(out: torch.Tensor, nseeds: list, n_embd: int):
-    "Fill `out` in place like the inverse-CDF `trunc_normal_` of older torch (uniform_ → erfinv_ → scale → clamp), scaled."
+    """Fill `out` in place like the inverse-CDF `trunc_normal_` of older torch (uniform_ → erfinv_ → scale → clamp),
+    scaled."""
     std = _std(n_embd)
     a, b = -3 * std, 3 * std
     cdf = lambda x: (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
@@ -180,9 +185,11 @@ class LatentCache:
 LATENT_CACHE = LatentCache()
 
 def _check_length(length):
-    if isinstance(length, bool) or not isinstance(length, int) or length < 0: raise ValueError(f"length must be an int ≥ 0, got {length!r}")
+    if isinstance(length, bool) or not isinstance(length, int) or length < 0:
+        raise ValueError(f"length must be an int ≥ 0, got {length!r}")
 
-def sequence_latents(n_embd: int, seed: int, length: int, dtype=torch.float32, device="cpu", *, cache: LatentCache | None = LATENT_CACHE) -> torch.Tensor:
+def sequence_latents(n_embd: int, seed: int, length: int, dtype=torch.float32, device="cpu", *,
+                     cache: LatentCache | None = LATENT_CACHE) -> torch.Tensor:
     "Initial states [length, n_embd] of positions 0…length−1 of the completion with `seed` (a fresh tensor)."
     if cache is None:
         _check_length(length)
@@ -191,10 +198,11 @@ def sequence_latents(n_embd: int, seed: int, length: int, dtype=torch.float32, d
 
 # %% ../../nbs/01c_latents.ipynb #7ed9bf4b
 def environment_fingerprint(dtype, profile: str | None = LATENT_PROFILE) -> dict:
-    "What, besides seed and position, decides the latent bits: torch version, execution dtype, CPU architecture, profile."
+    """What, besides seed and position, decides the latent bits: torch version, execution dtype, CPU architecture,
+    profile."""
     return {"torch": torch.__version__, "dtype": dtype_name(dtype), "arch": platform.machine(), "profile": profile}
 
-# %% ../../nbs/01c_latents.ipynb #5ce4f980
+# %% ../../nbs/01c_latents.ipynb #5b55d684
 class TraceError(ValueError):
     "A latent trace that is malformed; the message names the field."
 
@@ -204,6 +212,7 @@ class TraceMismatch(TraceError):
 _TRACE_SCHEMA = 1
 _OPT_STR = (str, type(None))
 
+# %% ../../nbs/01c_latents.ipynb #7cd6c9bd
 @dataclass(frozen=True)
 class LatentTrace:
     family: str                    # a registered family (looprl.model.registry)
@@ -227,13 +236,16 @@ class LatentTrace:
     def to_dict(self) -> dict:
         "A JSON-safe dictionary; `LatentTrace.from_dict(t.to_dict()) == t`."
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {"schema_version": _TRACE_SCHEMA, **d, "depths": list(self.depths), "environment": dict(self.environment)}
+        return {"schema_version": _TRACE_SCHEMA, **d, "depths": list(self.depths),
+                "environment": dict(self.environment)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "LatentTrace":
         "Read a trace written by `to_dict`, refusing unknown, missing or mistyped fields."
         if not isinstance(d, dict): raise TraceError(f"latent trace must be a dict, got {type(d).__name__}")
-        if d.get("schema_version") != _TRACE_SCHEMA: raise TraceError(f"latent trace field 'schema_version': expected {_TRACE_SCHEMA}, got {d.get('schema_version')!r}")
+        if d.get("schema_version") != _TRACE_SCHEMA:
+            raise TraceError(f"latent trace field 'schema_version': expected {_TRACE_SCHEMA}, got "
+                             f"{d.get('schema_version')!r}")
         names = [f.name for f in fields(cls)]
         extra = sorted(set(d) - set(names) - {"schema_version"})
         if extra: raise TraceError(f"latent trace field {extra[0]!r}: unknown field")
@@ -249,7 +261,9 @@ def _check_field(name, v):
     bad = lambda want: TraceError(f"latent trace field {name!r}: must be {want}, got {type(v).__name__} {v!r}")
     if name == "family":
         if not isinstance(v, str): raise bad("a string")
-        if v not in family_names(): raise TraceError(f"latent trace field 'family': unknown family {v!r}; expected one of {', '.join(family_names())}")
+        if v not in family_names():
+            raise TraceError(f"latent trace field 'family': unknown family {v!r}; expected one of "
+                             f"{', '.join(family_names())}")
     elif name in ("model_revision", "engine_revision", "profile"):
         if not isinstance(v, _OPT_STR): raise bad("a string or None")
     elif name in ("seed", "prompt_len", "response_len", "prefill_depth", "policy_version"):
@@ -268,22 +282,26 @@ def _mismatch(name, have, want, who="model"):
     return TraceMismatch(f"latent trace field {name!r}: trace has {have!r}, {who} has {want!r}")
 
 def check_trace(trace: LatentTrace, *, family: str, depth: int, model_revision: str | None = None,
-                engine_revision: str | None = None, environment: dict | None = None, profile=..., adaptive: bool = False) -> LatentTrace:
-    """Refuse `trace` unless it was made by this family at fixed `depth`, with the expected profile, revisions and environment;
-    `adaptive` (Ouro's adaptive exit, looprl.rollout.exits): each token's depth may be any loop count in [1, depth]."""
+                engine_revision: str | None = None, environment: dict | None = None, profile=...,
+                adaptive: bool = False) -> LatentTrace:
+    """Refuse `trace` unless it was made by this family at fixed `depth`, with the expected profile, revisions and
+    environment; `adaptive` (Ouro's adaptive exit, looprl.rollout.exits): each token's depth may be any loop count
+    in [1, depth]."""
     if not isinstance(trace, LatentTrace): raise TraceError(f"expected a LatentTrace, got {type(trace).__name__}")
     if trace.family != family: raise _mismatch("family", trace.family, family)
     family_profile = get_family(family).provider.latent_profile      # what the family's model declares
     want_profile = family_profile if profile is ... else profile
     if want_profile != family_profile:
-        raise ValueError(f"{family} replays only latent profile {family_profile!r}, not {want_profile!r}" if family_profile
-                         else f"{family} has no latent state; its profile must be None, not {want_profile!r}")
+        raise ValueError(f"{family} replays only latent profile {family_profile!r}, not {want_profile!r}"
+                         if family_profile else
+                         f"{family} has no latent state; its profile must be None, not {want_profile!r}")
     if trace.profile != want_profile: raise _mismatch("profile", trace.profile, want_profile)
     if not _is_int(trace.seed) or not 0 <= trace.seed < SEED_LIMIT:
         raise TraceMismatch(f"latent trace field 'seed': must be an int in [0, 2**63), trace has {trace.seed!r}")
     if trace.prefill_depth != depth: raise _mismatch("prefill_depth", trace.prefill_depth, depth)
     if len(trace.depths) != trace.response_len:
-        raise TraceMismatch(f"latent trace field 'depths': {len(trace.depths)} entries for response_len {trace.response_len}")
+        raise TraceMismatch(f"latent trace field 'depths': {len(trace.depths)} entries for response_len "
+                            f"{trace.response_len}")
     for i, d in enumerate(trace.depths):
         if (d != depth) if not adaptive else not (_is_int(d) and 1 <= d <= depth):
             raise TraceMismatch(f"latent trace field 'depths': entry {i} is {d}, model depth is {depth}")

@@ -21,20 +21,24 @@ __all__ = ['PRE_NORMS', 'LLAMA_TOP', 'LLAMA_LAYER', 'BACKENDS', 'MegatronLayoutE
            'megatron_names', 'megatron_groups', 'to_megatron', 'from_megatron', 'megatron_config', 'cuda_available',
            'megatron_core_version', 'megatron_install_hint', 'check_backend']
 
-# %% ../../nbs/01k_megatron.ipynb #bdb44983
+# %% ../../nbs/01k_megatron.ipynb #61e686db
 class MegatronLayoutError(CheckpointError):
     "Tensors that do not fit the Megatron-core layout of a model; the message names the tensor and what was expected."
 
+# %% ../../nbs/01k_megatron.ipynb #21852816
 def qkv_to_megatron(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, n_groups: int) -> torch.Tensor:
-    "Megatron's fused `linear_qkv` rows from q [H·D, …], k, v [G·D, …]: per query group, its H/G query heads, its key, its value."
+    """Megatron's fused `linear_qkv` rows from q [H·D, …], k, v [G·D, …]: per query group, its H/G query heads, its key,
+    its value."""
     if k.shape != v.shape: raise MegatronLayoutError(f"k {list(k.shape)} and v {list(v.shape)} differ in shape")
     if n_groups < 1 or q.shape[0] % n_groups or k.shape[0] % n_groups:
-        raise MegatronLayoutError(f"q rows {q.shape[0]} and k rows {k.shape[0]} do not split into {n_groups} query groups")
+        raise MegatronLayoutError(f"q rows {q.shape[0]} and k rows {k.shape[0]} do not split into {n_groups} query "
+                                  f"groups")
     return torch.cat([t.unflatten(0, (n_groups, -1)) for t in (q, k, v)], dim=1).flatten(0, 1)
 
 # %% ../../nbs/01k_megatron.ipynb #8b1b37a5
 def qkv_from_megatron(w: torch.Tensor, n_heads: int, n_groups: int, head_dim: int) -> tuple:
-    "q [H·D, …], k, v [G·D, …] (new tensors) from Megatron's fused `linear_qkv` of `n_heads` query heads in `n_groups` groups."
+    """q [H·D, …], k, v [G·D, …] (new tensors) from Megatron's fused `linear_qkv` of `n_heads` query heads in `n_groups`
+    groups."""
     if n_groups < 1 or n_heads % n_groups:
         raise MegatronLayoutError(f"{n_heads} query heads do not split into {n_groups} query groups")
     rows = (n_heads + 2 * n_groups) * head_dim
@@ -44,12 +48,14 @@ def qkv_from_megatron(w: torch.Tensor, n_heads: int, n_groups: int, head_dim: in
     parts = w.unflatten(0, (n_groups, -1)).split([n_heads // n_groups * head_dim, head_dim, head_dim], dim=1)
     return tuple(p.flatten(0, 1).clone(memory_format=torch.contiguous_format) for p in parts)
 
-# %% ../../nbs/01k_megatron.ipynb #3eeedd5a
+# %% ../../nbs/01k_megatron.ipynb #4b80fb8f
 def gate_up_to_megatron(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     "Megatron's `linear_fc1` of a gated MLP: rows gate | up."
-    if gate.shape != up.shape: raise MegatronLayoutError(f"gate {list(gate.shape)} and up {list(up.shape)} differ in shape")
+    if gate.shape != up.shape:
+        raise MegatronLayoutError(f"gate {list(gate.shape)} and up {list(up.shape)} differ in shape")
     return torch.cat([gate, up], dim=0)
 
+# %% ../../nbs/01k_megatron.ipynb #c51d8770
 def gate_up_from_megatron(w: torch.Tensor) -> tuple:
     "gate and up (new tensors) from Megatron's `linear_fc1`."
     if w.shape[0] % 2: raise MegatronLayoutError(f"linear_fc1 has an odd number of rows ({w.shape[0]}): not gate | up")
@@ -63,15 +69,16 @@ PRE_NORMS = {"te": ("self_attention.linear_qkv.layer_norm_weight", "mlp.linear_f
 class MegatronLayout:
     """How a family's native names become Megatron-core names. `top`: whole names; `stacks`: native layer-list prefix →
     Megatron prefix; `layer`: per-layer native suffix → (Megatron suffix, kind). `PRE_ATTN`/`PRE_MLP` stand for the
-    spec's pre-norms. Kinds: 'same' (bytes unchanged), 'qkv' (q, k, v fused per group), 'wqkv' (rows q | k | v, regrouped),
-    'gate_up' (gate, up fused). `rotary_interleaved`: RoPE rotates adjacent pairs, not halves."""
+    spec's pre-norms. Kinds: 'same' (bytes unchanged), 'qkv' (q, k, v fused per group), 'wqkv' (rows q | k | v,
+    regrouped), 'gate_up' (gate, up fused). `rotary_interleaved`: RoPE rotates adjacent pairs, not halves."""
     top: dict
     stacks: dict
     layer: dict = field(default_factory=dict)
     rotary_interleaved: bool = False
 
 # %% ../../nbs/01k_megatron.ipynb #707f973c
-LLAMA_TOP = {"model.embed_tokens.weight": "embedding.word_embeddings.weight", "model.norm.weight": "decoder.final_layernorm.weight",
+LLAMA_TOP = {"model.embed_tokens.weight": "embedding.word_embeddings.weight",
+             "model.norm.weight": "decoder.final_layernorm.weight",
              "lm_head.weight": "output_layer.weight", "value_head.weight": "value_head.weight"}
 LLAMA_LAYER = {"input_layernorm.weight": ("PRE_ATTN", "same"),
                "self_attn.q_proj.weight": ("self_attention.linear_qkv.weight", "qkv"),
@@ -83,21 +90,26 @@ LLAMA_LAYER = {"input_layernorm.weight": ("PRE_ATTN", "same"),
                "mlp.up_proj.weight": ("mlp.linear_fc1.weight", "gate_up"),
                "mlp.down_proj.weight": ("mlp.linear_fc2.weight", "same")}
 
-# %% ../../nbs/01k_megatron.ipynb #3c0597b1
+# %% ../../nbs/01k_megatron.ipynb #0c68fe9f
 def megatron_layout(family: str) -> MegatronLayout:
-    "The Megatron-core naming of `family` (a registered family name): the `megatron_layout` its registry record declares."
+    """The Megatron-core naming of `family` (a registered family name): the `megatron_layout` its registry record
+    declares."""
     lay = get_family(family).megatron_layout if family in family_names() else None
     if lay is None:
         known = ", ".join(n for n in family_names() if get_family(n).megatron_layout is not None)
         raise MegatronLayoutError(f"family {family!r} has no Megatron-core layout; known: {known}")
-    if not all(hasattr(lay, f) for f in ("top", "stacks", "layer", "rotary_interleaved")):      # a MegatronLayout, by its fields
-        raise MegatronLayoutError(f"family {family!r}: megatron_layout must be a MegatronLayout, got {type(lay).__name__}")
+    # a MegatronLayout, by its fields
+    if not all(hasattr(lay, f) for f in ("top", "stacks", "layer", "rotary_interleaved")):
+        raise MegatronLayoutError(f"family {family!r}: megatron_layout must be a MegatronLayout, got "
+                                  f"{type(lay).__name__}")
     return lay
 
+# %% ../../nbs/01k_megatron.ipynb #b4a10a05
 def _spec_name(name: str, spec: str) -> str:
     if spec not in PRE_NORMS: raise MegatronLayoutError(f"spec must be one of {', '.join(PRE_NORMS)}, got {spec!r}")
     return name.replace("PRE_ATTN", PRE_NORMS[spec][0]).replace("PRE_MLP", PRE_NORMS[spec][1])
 
+# %% ../../nbs/01k_megatron.ipynb #f10a7875
 def megatron_rule(layout: MegatronLayout, name: str, spec: str = "te") -> tuple:
     "(Megatron name, kind, place among the tensors fused into it) of the native tensor `name`."
     if name in layout.top: return _spec_name(layout.top[name], spec), "same", 0
@@ -109,13 +121,14 @@ def megatron_rule(layout: MegatronLayout, name: str, spec: str = "te") -> tuple:
             return f"{mg}.{idx}.{_spec_name(suffix, spec)}", kind, place
     raise MegatronLayoutError(f"native tensor {name} has no Megatron-core name")
 
-# %% ../../nbs/01k_megatron.ipynb #6dc5ba7e
+# %% ../../nbs/01k_megatron.ipynb #f7740909
 def _native_model(model_or_cfg, role: str | None) -> LoopedLM:
     if isinstance(model_or_cfg, LoopedLM): return model_or_cfg
     if not isinstance(model_or_cfg, LoopedConfig):
         raise TypeError(f"expected a family name, a LoopedConfig or a LoopedLM, got {type(model_or_cfg).__name__}")
     return build_model(model_or_cfg, role or "actor", device="meta")
 
+# %% ../../nbs/01k_megatron.ipynb #dc07ceda
 def _aliases(model: LoopedLM, names) -> dict:
     "Each tied alias present in `names` → the first name of its group."
     return {n: first for first, *others in model.tied_aliases() if first in names for n in others if n in names}
@@ -153,13 +166,18 @@ def megatron_groups(model: LoopedLM, spec: str = "te") -> dict[str, tuple[str, t
         out[mg] = ("tied", out[mg][1] + (n,))
     return out
 
-# %% ../../nbs/01k_megatron.ipynb #fb3406d6
+# %% ../../nbs/01k_megatron.ipynb #0d5ff152
 def _role_of(names) -> str: return "critic" if "value_head.weight" in names else "actor"
 
+# %% ../../nbs/01k_megatron.ipynb #b95dea82
 def _check_names(got, want, src: str):
     missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
-    if missing: raise MegatronLayoutError(f"{src}: missing tensor {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra: raise MegatronLayoutError(f"{src}: unexpected tensor {extra[0]}" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    if missing:
+        raise MegatronLayoutError(f"{src}: missing tensor {missing[0]}"
+                                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+    if extra:
+        raise MegatronLayoutError(f"{src}: unexpected tensor {extra[0]}"
+                                  + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
 
 # %% ../../nbs/01k_megatron.ipynb #5a76bb67
 def to_megatron(state_dict: dict, cfg: LoopedConfig, spec: str = "te") -> dict[str, torch.Tensor]:
@@ -168,7 +186,8 @@ def to_megatron(state_dict: dict, cfg: LoopedConfig, spec: str = "te") -> dict[s
     groups, fixed = megatron_groups(model, spec), model.fixed_buffers()
     _check_names(state_dict, [n for _, ns in groups.values() for n in ns] + list(fixed), "native state dict")
     for n, (want, what) in fixed.items():
-        if not torch.equal(state_dict[n].cpu(), want): raise MegatronLayoutError(f"native state dict: {n} does not equal {what}")
+        if not torch.equal(state_dict[n].cpu(), want):
+            raise MegatronLayoutError(f"native state dict: {n} does not equal {what}")
     out = {}
     for mg, (kind, natives) in groups.items():
         ts = [state_dict[n] for n in natives]
@@ -182,7 +201,8 @@ def to_megatron(state_dict: dict, cfg: LoopedConfig, spec: str = "te") -> dict[s
 
 # %% ../../nbs/01k_megatron.ipynb #ff9a6b8d
 def from_megatron(tensors: dict, cfg: LoopedConfig, spec: str = "te") -> dict[str, torch.Tensor]:
-    "Megatron-core parameters of an actor or critic of `cfg` → its native state dict (native order, fixed buffers restored)."
+    """Megatron-core parameters of an actor or critic of `cfg` → its native state dict (native order, fixed buffers
+    restored)."""
     tensors = {n: t for n, t in tensors.items() if not n.endswith("._extra_state")}
     model = _native_model(cfg, _role_of(tensors))
     groups, fixed = megatron_groups(model, spec), model.fixed_buffers()
@@ -191,7 +211,8 @@ def from_megatron(tensors: dict, cfg: LoopedConfig, spec: str = "te") -> dict[st
     for mg, (kind, natives) in groups.items():
         t = tensors[mg]
         if kind == "qkv": parts = qkv_from_megatron(t, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
-        elif kind == "wqkv": parts = (torch.cat(qkv_from_megatron(t, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim), dim=0),)
+        elif kind == "wqkv":
+            parts = (torch.cat(qkv_from_megatron(t, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim), dim=0),)
         elif kind == "gate_up": parts = gate_up_from_megatron(t)
         elif kind == "tied": parts = (t,) + tuple(t.clone() for _ in natives[1:])
         else: parts = (t,)
@@ -208,20 +229,22 @@ def megatron_config(cfg: LoopedConfig) -> dict:
                 add_qkv_bias=False, rotary_interleaved=megatron_layout(cfg.family).rotary_interleaved,
                 rotary=dict(rotary_base=cfg.rope_base, max_sequence_length=cfg.max_positions))
 
-# %% ../../nbs/01k_megatron.ipynb #7c882c09
+# %% ../../nbs/01k_megatron.ipynb #0db3f85f
 BACKENDS = ("torch", "megatron")
 
+# %% ../../nbs/01k_megatron.ipynb #4fea8f06
 def cuda_available() -> bool:
     "Whether torch sees a CUDA device."
     return torch.cuda.is_available()
 
+# %% ../../nbs/01k_megatron.ipynb #8f99f329
 def megatron_core_version() -> str | None:
     "The importable megatron-core's version, or None (imported here only: looprl itself never needs it)."
     try: mc = importlib.import_module("megatron.core")
     except ImportError: return None
     return getattr(mc, "__version__", "unknown")
 
-# %% ../../nbs/01k_megatron.ipynb #77363530
+# %% ../../nbs/01k_megatron.ipynb #86470005
 def megatron_install_hint(python: tuple | None = None) -> str:
     "How to install megatron-core for `python` (major, minor; default: this interpreter)."
     import sys
@@ -230,12 +253,16 @@ def megatron_install_hint(python: tuple | None = None) -> str:
     return (f"install it with `pip install megatron-core==0.16.1` (megatron-core 0.17 and later need Python >= 3.12; "
             f"this is Python {major}.{minor})")
 
+# %% ../../nbs/01k_megatron.ipynb #f9726822
 def check_backend(backend: str, device: str | None = "cpu") -> None:
-    "Refuse a trainer `backend` that cannot run on `device` ('cpu', 'cuda' or None: the CPU) with one UsageError naming why."
-    if backend not in BACKENDS: raise UsageError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    """Refuse a trainer `backend` that cannot run on `device` ('cpu', 'cuda' or None: the CPU) with one UsageError
+    naming why."""
+    if backend not in BACKENDS:
+        raise UsageError(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "torch": return
     problems = []
-    if (device or "cpu") != "cuda": problems.append(f"it trains on CUDA GPUs only: add --device cuda (got --device {device or 'cpu'})")
+    if (device or "cpu") != "cuda":
+        problems.append(f"it trains on CUDA GPUs only: add --device cuda (got --device {device or 'cpu'})")
     elif not cuda_available(): problems.append(f"CUDA is not available (torch {torch.__version__} sees no CUDA device)")
     if megatron_core_version() is None: problems.append("megatron-core is not importable: " + megatron_install_hint())
     if problems: raise UsageError("--backend megatron: " + "; ".join(problems))

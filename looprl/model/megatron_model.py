@@ -13,8 +13,8 @@ import torch, torch.nn.functional as F
 from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 from .config import LoopedConfig
-from .megatron import (MegatronLayoutError, from_megatron, megatron_config, megatron_core_version, megatron_install_hint,
-                             megatron_layout, megatron_names, to_megatron)
+from .megatron import (MegatronLayoutError, from_megatron, megatron_config, megatron_core_version,
+                                   megatron_install_hint, megatron_layout, megatron_names, to_megatron)
 from .models import LoopedDecoder, build_model, init_weights
 from .registry import get_family
 
@@ -23,18 +23,19 @@ __all__ = ['require_megatron', 'init_megatron_parallel', 'qk_bias_attention', 's
            'transformer_config', 'MegatronLoopedLM', 'tp_share', 'tp_unshare', 'load_native', 'native_state',
            'megatron_model_class', 'build_megatron_model']
 
-# %% ../../nbs/01l_megatron_model.ipynb #3bee0f53
+# %% ../../nbs/01l_megatron_model.ipynb #cc0133a0
 def require_megatron(what: str = "the Megatron-core backend") -> None:
     "Raise one ImportError, naming how to install it, when megatron-core is not importable."
     if megatron_core_version() is None: raise ImportError(f"{what} needs megatron-core: {megatron_install_hint()}")
 
+# %% ../../nbs/01l_megatron_model.ipynb #0601bc92
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
 
 # %% ../../nbs/01l_megatron_model.ipynb #c07b46ec
 def init_megatron_parallel(tp: int = 1, seed: int = 0, device: str | None = None) -> None:
-    "torch.distributed, Megatron's model-parallel groups (`tp` ranks a model, the rest data-parallel) and its RNG tracker."
+    "torch.distributed, Megatron's model-parallel groups (`tp` ranks a model, the rest data-parallel), its RNG tracker."
     require_megatron()
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
@@ -52,12 +53,13 @@ def init_megatron_parallel(tp: int = 1, seed: int = 0, device: str | None = None
     if cuda: model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
     else: initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
 
-# %% ../../nbs/01l_megatron_model.ipynb #7b3d2923
+# %% ../../nbs/01l_megatron_model.ipynb #10b5fe05
 def _mark_tensor_parallel(p: torch.nn.Parameter, dim: int) -> torch.nn.Parameter:
-    "Tell Megatron (optimizer, gradient clipping, checkpoints) that `p` is split over tensor-parallel ranks along `dim`."
+    "Tell Megatron (optimizer, gradient clipping, checkpoints) that `p` is split over tensor-parallel ranks on `dim`."
     p.tensor_model_parallel, p.partition_dim, p.partition_stride = True, dim, 1
     return p
 
+# %% ../../nbs/01l_megatron_model.ipynb #ec6984f9
 @functools.cache
 def qk_bias_attention() -> type:
     "Megatron's `SelfAttention` with Huginn's per-head q/k bias `qk_bias` [2, 1, heads, head_dim], added before RoPE."
@@ -66,21 +68,24 @@ def qk_bias_attention() -> type:
     class QKBiasSelfAttention(SelfAttention):
         def __init__(self, config, *args, **kwargs):
             super().__init__(config, *args, **kwargs)
-            w, H, D = self.linear_qkv.weight, self.num_attention_heads_per_partition, self.hidden_size_per_attention_head
-            self.qk_bias = _mark_tensor_parallel(torch.nn.Parameter(torch.zeros(2, 1, H, D, dtype=w.dtype, device=w.device)), 2)
+            w, H = self.linear_qkv.weight, self.num_attention_heads_per_partition
+            D = self.hidden_size_per_attention_head
+            bias = torch.nn.Parameter(torch.zeros(2, 1, H, D, dtype=w.dtype, device=w.device))
+            self.qk_bias = _mark_tensor_parallel(bias, 2)
         def get_query_key_value_tensors(self, *args, **kwargs):
             q, k, v = super().get_query_key_value_tensors(*args, **kwargs)
             return q + self.qk_bias[0], k + self.qk_bias[1], v
         def sharded_state_dict(self, prefix="", sharded_offsets=(), metadata=None):
             sd = super().sharded_state_dict(prefix, sharded_offsets, metadata)
-            sd.update(make_sharded_tensors_for_checkpoint({"qk_bias": self.qk_bias}, prefix, {"qk_bias": 2}, sharded_offsets))
+            sd.update(make_sharded_tensors_for_checkpoint({"qk_bias": self.qk_bias}, prefix, {"qk_bias": 2},
+                                                          sharded_offsets))
             return sd
     return QKBiasSelfAttention
 
 # %% ../../nbs/01l_megatron_model.ipynb #1008f757
 @functools.cache
 def sandwich_layer() -> type:
-    "Megatron's `TransformerLayer` with Huginn's second and fourth norms, after the attention and the MLP residual adds."
+    "Megatron's `TransformerLayer` with Huginn's second and fourth norms, after the attention and MLP residual adds."
     from megatron.core.transformer.spec_utils import build_module
     from megatron.core.transformer.transformer_layer import TransformerLayer
     class SandwichLayer(TransformerLayer):
@@ -105,45 +110,51 @@ def post_norm_linear() -> type:
     class PostNormRowParallelLinear(RowParallelLinear):
         def __init__(self, input_size, output_size, *, config, norm, **kwargs):
             super().__init__(input_size, output_size, config=config, **kwargs)
-            self.post_layernorm = build_module(norm, config=config, hidden_size=output_size, eps=config.layernorm_epsilon)
+            self.post_layernorm = build_module(norm, config=config, hidden_size=output_size,
+                                               eps=config.layernorm_epsilon)
         def forward(self, x, *args, **kwargs):
             out, bias = super().forward(x, *args, **kwargs)
             return self.post_layernorm(out), bias
     return PostNormRowParallelLinear
 
-# %% ../../nbs/01l_megatron_model.ipynb #c9a2ad12
+# %% ../../nbs/01l_megatron_model.ipynb #f80a8aa4
 def _with_fc2(mlp, fc2):
     "The MLP spec `mlp` (a ModuleSpec, or megatron-core 0.19's partial) with its `linear_fc2` replaced by `fc2`."
     if isinstance(mlp, functools.partial):
-        return functools.partial(mlp.func, *mlp.args, **{**mlp.keywords, "submodules": replace(mlp.keywords["submodules"], linear_fc2=fc2)})
+        return functools.partial(mlp.func, *mlp.args,
+                                 **{**mlp.keywords, "submodules": replace(mlp.keywords["submodules"], linear_fc2=fc2)})
     return replace(mlp, submodules=replace(mlp.submodules, linear_fc2=fc2))
 
+# %% ../../nbs/01l_megatron_model.ipynb #103e10a5
 def layer_spec(family: str):
-    "The local RMSNorm layer spec with the parts `family`'s Megatron layout names: q/k bias, sandwich norms, post-norms."
+    "The local RMSNorm layer spec with what `family`'s Megatron layout names: q/k bias, sandwich norms, post-norms."
     require_megatron()
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.spec_utils import ModuleSpec
     names = {suffix for suffix, _ in megatron_layout(family).layer.values()}
     spec = get_gpt_layer_local_spec(normalization="RMSNorm")
     sub = spec.submodules
-    if "self_attention.qk_bias" in names: sub = replace(sub, self_attention=replace(sub.self_attention, module=qk_bias_attention()))
+    if "self_attention.qk_bias" in names:
+        sub = replace(sub, self_attention=replace(sub.self_attention, module=qk_bias_attention()))
     if "self_attention.linear_proj.post_layernorm.weight" in names:
         post = ModuleSpec(module=post_norm_linear(), params={"norm": sub.input_layernorm})
         attn = replace(sub.self_attention, submodules=replace(sub.self_attention.submodules, linear_proj=post))
         sub = replace(sub, self_attention=attn, mlp=_with_fc2(sub.mlp, post))
-    return replace(spec, module=sandwich_layer() if "self_attn_residual_layernorm.weight" in names else spec.module, submodules=sub)
+    return replace(spec, module=sandwich_layer() if "self_attn_residual_layernorm.weight" in names else spec.module,
+                   submodules=sub)
 
 # %% ../../nbs/01l_megatron_model.ipynb #4a6d080b
 def transformer_config(cfg: LoopedConfig, dtype=torch.float32, device="cpu"):
-    """Megatron's `TransformerConfig` for `cfg`'s looped block in `dtype` on `device` (weights left to `load_native`); its
-    `calculate_per_token_loss` makes Megatron's wrapper sum the gradients over data-parallel replicas, not average them."""
+    """Megatron's `TransformerConfig` for `cfg`'s looped block in `dtype` on `device` (weights left to
+    `load_native`); its `calculate_per_token_loss` makes Megatron's wrapper sum the gradients over data-parallel
+    replicas, not average them."""
     require_megatron()
     from megatron.core import parallel_state as ps
     from megatron.core.transformer.transformer_config import TransformerConfig
     kw = megatron_config(cfg)
     kw.pop("rotary")
-    return TransformerConfig(**kw, activation_func=F.silu, hidden_dropout=0.0, attention_dropout=0.0, params_dtype=dtype,
-                             fp16=dtype == torch.float16, bf16=dtype == torch.bfloat16,
+    return TransformerConfig(**kw, activation_func=F.silu, hidden_dropout=0.0, attention_dropout=0.0,
+                             params_dtype=dtype, fp16=dtype == torch.float16, bf16=dtype == torch.bfloat16,
                              tensor_model_parallel_size=ps.get_tensor_model_parallel_world_size(),
                              use_cpu_initialization=torch.device(device).type == "cpu", perform_initialization=True,
                              bias_dropout_fusion=False, bias_activation_fusion=False, apply_rope_fusion=False,
@@ -161,7 +172,8 @@ class MegatronLoopedLM:
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")
         self.cfg, self.role, self.recompute, self.model_type = cfg, role, False, ModelType.encoder_or_decoder
         self.spec = layer_spec(cfg.family)
-        self.embedding = LanguageModelEmbedding(config, cfg.vocab_size, cfg.max_positions, position_embedding_type="rope")
+        self.embedding = LanguageModelEmbedding(config, cfg.vocab_size, cfg.max_positions,
+                                                position_embedding_type="rope")
         self.rotary_pos_emb = RotaryEmbedding(cfg.head_dim, 1.0, rotary_interleaved=config.rotary_interleaved,
                                               rotary_base=cfg.rope_base, use_cpu_initialization=True)
         self.build_trunk()
@@ -172,7 +184,7 @@ class MegatronLoopedLM:
     @property
     def latent_profile(self): return get_family(self.cfg.family).provider.latent_profile
 
-# %% ../../nbs/01l_megatron_model.ipynb #04e092f3
+# %% ../../nbs/01l_megatron_model.ipynb #62faa393
 @patch
 def block(self: MegatronLoopedLM, n: int, final_norm: bool):
     "A `TransformerBlock` of `n` layers of the family's spec, ending with a norm if `final_norm`."
@@ -180,12 +192,14 @@ def block(self: MegatronLoopedLM, n: int, final_norm: bool):
     sub = TransformerBlockSubmodules(layer_specs=[self.spec] * n, layer_norm=self.spec.submodules.input_layernorm)
     return TransformerBlock(replace(self.config, num_layers=n), sub, post_layer_norm=final_norm)
 
+# %% ../../nbs/01l_megatron_model.ipynb #253bf56e
 def _is_looped_decoder(cfg) -> bool: return issubclass(get_family(cfg.family).provider, LoopedDecoder)
 
 # %% ../../nbs/01l_megatron_model.ipynb #c276df12
 @patch
 def build_trunk(self: MegatronLoopedLM):
-    "A looped decoder (Nanbeige, Ouro): one stack with its loop-final norm; a family with an adapter (Huginn): prelude, adapter, core, coda, ln_f."
+    """A looped decoder (Nanbeige, Ouro): one stack with its loop-final norm; a family with an adapter (Huginn):
+    prelude, adapter, core, coda, ln_f."""
     from megatron.core.tensor_parallel import ColumnParallelLinear
     from megatron.core.transformer.spec_utils import build_module
     cfg, tc, E = self.cfg, self.config, self.cfg.hidden_size
@@ -195,18 +209,21 @@ def build_trunk(self: MegatronLoopedLM):
             self.early_exit_gate = torch.nn.Linear(E, 1, bias=True).requires_grad_(False)
         return
     if "adapter.weight" not in megatron_layout(cfg.family).top.values():
-        raise MegatronLayoutError(f"family {cfg.family!r} has no Megatron-core trunk: neither a looped decoder nor an adapter")
+        raise MegatronLayoutError(f"family {cfg.family!r} has no Megatron-core trunk: neither a looped decoder nor an "
+                                  f"adapter")
     self.emb_scale = math.sqrt(E)
     if cfg.n_prelude: self.prelude = self.block(cfg.n_prelude, final_norm=False)
     self.adapter = ColumnParallelLinear(2 * E, E, config=tc, init_method=tc.init_method, bias=False, gather_output=True)
     self.decoder = self.block(cfg.n_core, final_norm=False)
     if cfg.n_coda: self.coda = self.block(cfg.n_coda, final_norm=False)
-    self.final_layernorm = build_module(self.spec.submodules.input_layernorm, config=tc, hidden_size=E, eps=cfg.norm_eps)
+    self.final_layernorm = build_module(self.spec.submodules.input_layernorm, config=tc, hidden_size=E,
+                                        eps=cfg.norm_eps)
 
 # %% ../../nbs/01l_megatron_model.ipynb #27c726f7
 @patch
 def build_head(self: MegatronLoopedLM):
-    "The actor's `output_layer` (the embedding's weight when the native head is a tied alias), or the critic's `value_head`."
+    """The actor's `output_layer` (the embedding's weight when the native head is a tied alias), or the critic's
+    `value_head`."""
     from megatron.core.tensor_parallel import ColumnParallelLinear
     cfg, tc = self.cfg, self.config
     if self.role == "critic":
@@ -216,7 +233,7 @@ def build_head(self: MegatronLoopedLM):
     self.output_layer = ColumnParallelLinear(cfg.hidden_size, cfg.vocab_size, config=tc, init_method=tc.init_method,
                                              bias=False, gather_output=True, skip_weight_param_allocation=tied)
 
-# %% ../../nbs/01l_megatron_model.ipynb #ffd2dcf0
+# %% ../../nbs/01l_megatron_model.ipynb #92b31e87
 @contextmanager
 def _cuda_device_on_cpu(device):
     "On the CPU, `torch.cuda.current_device()` answers 'cpu' (Megatron's attention buffer and RoPE table land there)."
@@ -227,6 +244,7 @@ def _cuda_device_on_cpu(device):
     try: yield
     finally: torch.cuda.current_device = real
 
+# %% ../../nbs/01l_megatron_model.ipynb #4eb7892f
 @patch
 def stack_runner(self: MegatronLoopedLM, S: int, device):
     "`run(stack, h)`: one stack over `h` [S,B,E] with the causal mask and RoPE of `S` positions (recomputed if asked)."
@@ -249,7 +267,8 @@ def trunk(self: MegatronLoopedLM, input_ids, latents):
         if latents is not None: raise ValueError(f"{cfg.family} has no random initial state; `latents` must be None")
         for _ in range(cfg.depth): e = run(self.decoder, e)
         return e
-    if latents is None: raise ValueError("Huginn needs its initial recurrent state: pass `latents` [B,S,E] (see looprl.model.latents)")
+    if latents is None:
+        raise ValueError("Huginn needs its initial recurrent state: pass `latents` [B,S,E] (see looprl.model.latents)")
     e = e * self.emb_scale
     if cfg.n_prelude: e = run(self.prelude, e)
     s = latents.transpose(0, 1).to(e.dtype)
@@ -258,7 +277,7 @@ def trunk(self: MegatronLoopedLM, input_ids, latents):
     if cfg.n_coda: x = run(self.coda, x)
     return self.final_layernorm(x)
 
-# %% ../../nbs/01l_megatron_model.ipynb #8738ad90
+# %% ../../nbs/01l_megatron_model.ipynb #9e3f51ff
 @patch
 def forward(self: MegatronLoopedLM, input_ids, positions=None, latents=None, cache=None):
     "Final hidden states [B,S,E] of `input_ids` [B,S] at positions 0 … S-1, as the native provider's `forward`."
@@ -266,44 +285,51 @@ def forward(self: MegatronLoopedLM, input_ids, positions=None, latents=None, cac
     if cache is not None: raise ValueError("the Megatron backend trains; it keeps no KV cache (the engine generates)")
     if positions is not None and not torch.equal(positions.cpu(), torch.arange(S).expand(B, S)):
         raise ValueError("the Megatron backend runs positions 0 … S-1 of each row only; `positions` differs")
-    if S > self.cfg.max_positions: raise ValueError(f"position {S - 1} is beyond the model's {self.cfg.max_positions} positions")
+    if S > self.cfg.max_positions:
+        raise ValueError(f"position {S - 1} is beyond the model's {self.cfg.max_positions} positions")
     with _cuda_device_on_cpu(input_ids.device):
         return self.trunk(input_ids, latents).transpose(0, 1)
 
+# %% ../../nbs/01l_megatron_model.ipynb #5cbaa8ab
 @patch
 def logits(self: MegatronLoopedLM, h):
     "FP32 logits [B,S,V] from final hidden states (actor)."
     tied = self.embedding.word_embeddings.weight if self.output_layer.weight is None else None
     with _cuda_device_on_cpu(h.device): return self.output_layer(h, weight=tied)[0].float()
 
+# %% ../../nbs/01l_megatron_model.ipynb #7ad22e0b
 @patch
 def values(self: MegatronLoopedLM, h):
     "FP32 values [B,S] from final hidden states (critic)."
     return self.value_head(h).float().squeeze(-1)
 
-# %% ../../nbs/01l_megatron_model.ipynb #1208057d
+# %% ../../nbs/01l_megatron_model.ipynb #77ea21ae
 @patch
 def initial_states(self: MegatronLoopedLM, seeds, positions, dtype, device):
     "The native provider's initial recurrent state [N,E] for (seed, position) pairs (None: the family has none)."
     return get_family(self.cfg.family).provider.initial_states(self, seeds, positions, dtype, device)
 
+# %% ../../nbs/01l_megatron_model.ipynb #7938b438
 @patch
 def sequence_states(self: MegatronLoopedLM, seeds, lengths, dtype, device):
     "The native provider's initial states of each row, zero-padded to [B, max(lengths), E] (None: the family has none)."
     return get_family(self.cfg.family).provider.sequence_states(self, seeds, lengths, dtype, device)
 
-# %% ../../nbs/01l_megatron_model.ipynb #2e995dfe
+# %% ../../nbs/01l_megatron_model.ipynb #cfc47c3e
 def _gated(name: str) -> bool: return name.endswith("mlp.linear_fc1.weight")
 
+# %% ../../nbs/01l_megatron_model.ipynb #3a594e7d
 def tp_share(full: torch.Tensor, param, name: str, rank: int, size: int) -> torch.Tensor:
     "Rank `rank`'s share, of `size`, of the full tensor `full` of the Megatron parameter `param` named `name`."
     if size == 1 or not getattr(param, "tensor_model_parallel", False): return full
     dim = param.partition_dim
     if full.shape[dim] % (2 * size if _gated(name) else size):
-        raise MegatronLayoutError(f"{name}: {full.shape[dim]} rows along dim {dim} do not split over {size} tensor-parallel ranks")
+        raise MegatronLayoutError(f"{name}: {full.shape[dim]} rows along dim {dim} do not split over {size} "
+                                  f"tensor-parallel ranks")
     if _gated(name): return torch.cat([half.chunk(size, dim)[rank] for half in full.chunk(2, dim)], dim)
     return full.chunk(size, dim)[rank]
 
+# %% ../../nbs/01l_megatron_model.ipynb #b66590d2
 def tp_unshare(shares: list, param, name: str) -> torch.Tensor:
     "The full tensor from every rank's share (`tp_share` undone)."
     if len(shares) == 1 or not getattr(param, "tensor_model_parallel", False): return shares[0]
@@ -314,25 +340,29 @@ def tp_unshare(shares: list, param, name: str) -> torch.Tensor:
 # %% ../../nbs/01l_megatron_model.ipynb #cfbc3d45
 def _tp():
     from megatron.core import parallel_state as ps
-    return ps.get_tensor_model_parallel_rank(), ps.get_tensor_model_parallel_world_size(), ps.get_tensor_model_parallel_group()
+    return (ps.get_tensor_model_parallel_rank(), ps.get_tensor_model_parallel_world_size(),
+            ps.get_tensor_model_parallel_group())
 
 def load_native(model: MegatronLoopedLM, state_dict: dict) -> MegatronLoopedLM:
     "Copy the native `state_dict` of an actor or critic of `model.cfg` into `model` (this rank's share of each tensor)."
     tensors, params = to_megatron(dict(state_dict), model.cfg, spec="local"), dict(model.named_parameters())
     odd = sorted(set(tensors) ^ set(params))
-    if odd: raise MegatronLayoutError(f"{odd[0]}: " + ("in the native tensors, not in the model" if odd[0] in tensors else
+    if odd:
+        raise MegatronLayoutError(f"{odd[0]}: " + ("in the native tensors, not in the model" if odd[0] in tensors else
                                       "a model parameter no native tensor fills") + f" (the model is the {model.role})")
     rank, size, _ = _tp()
     with torch.no_grad():
         for n, p in params.items():
             t = tp_share(tensors[n], p, n, rank, size)
-            if t.shape != p.shape: raise MegatronLayoutError(f"{n}: the native tensors give {list(t.shape)}, the model holds {list(p.shape)}")
+            if t.shape != p.shape:
+                raise MegatronLayoutError(f"{n}: the native tensors give {list(t.shape)}, the model holds "
+                                          f"{list(p.shape)}")
             p.copy_(t)
     return model
 
 # %% ../../nbs/01l_megatron_model.ipynb #14a8efa6
 def native_state(model: MegatronLoopedLM) -> dict[str, torch.Tensor]:
-    "The native state dict (names, order, fixed buffers) of `model`'s weights, gathered from every tensor-parallel rank."
+    "The native state dict (names, order, fixed buffers) of `model`'s weights, gathered from all tensor-parallel ranks."
     import torch.distributed as dist
     rank, size, group = _tp()
     tensors = {}
@@ -344,20 +374,24 @@ def native_state(model: MegatronLoopedLM) -> dict[str, torch.Tensor]:
         tensors[n] = tp_unshare(shares, p, n)
     return from_megatron(tensors, model.cfg, spec="local")
 
-# %% ../../nbs/01l_megatron_model.ipynb #fc48d553
+# %% ../../nbs/01l_megatron_model.ipynb #9a8a20fe
 @functools.cache
 def megatron_model_class() -> type:
     "`MegatronLoopedLM` in front of Megatron-core's `MegatronModule`: the class `build_megatron_model` builds."
     from megatron.core.transformer.module import MegatronModule
     return type("MegatronLM", (MegatronLoopedLM, MegatronModule), {"__module__": __name__})
 
+# %% ../../nbs/01l_megatron_model.ipynb #42f442ed
 def build_megatron_model(cfg: LoopedConfig, role: str = "actor", dtype=torch.float32, device="cpu",
                          state_dict: dict | None = None, seed: int = 0) -> MegatronLoopedLM:
-    "An actor or critic of `cfg` from Megatron-core parts in `dtype` on `device`, holding `state_dict` (default: looprl's init of `seed`)."
+    """An actor or critic of `cfg` from Megatron-core parts in `dtype` on `device`, holding `state_dict` (default:
+    looprl's init of `seed`)."""
     require_megatron()
     from megatron.core import parallel_state as ps
-    if not ps.model_parallel_is_initialized(): raise RuntimeError("Megatron's process groups are not set up: call init_megatron_parallel() first")
+    if not ps.model_parallel_is_initialized():
+        raise RuntimeError("Megatron's process groups are not set up: call init_megatron_parallel() first")
     device = torch.device(device)
     model = megatron_model_class()(cfg, role, transformer_config(cfg, dtype, device)).to(device=device, dtype=dtype)
-    if state_dict is None: state_dict = init_weights(build_model(cfg, role, device=device, dtype=dtype), seed=seed).state_dict()
+    if state_dict is None:
+        state_dict = init_weights(build_model(cfg, role, device=device, dtype=dtype), seed=seed).state_dict()
     return load_native(model, state_dict)

@@ -78,7 +78,7 @@ class KVCache:
     @staticmethod
     def nbytes_for(cfg: LoopedConfig, batch: int, max_len: int, dtype=torch.float32) -> int:
         "Bytes a cache of this size needs (keys and values)."
-        return 2 * cfg.kv_planes * batch * cfg.n_kv_heads * max_len * cfg.head_dim * torch.empty((), dtype=dtype).element_size()
+        return 2 * cfg.kv_planes * batch * cfg.n_kv_heads * max_len * cfg.head_dim * dtype.itemsize
 
     def write(self, plane: int, k, v, positions):
         "Store k, v [B,Hkv,S,D] at `positions` [B,S] of `plane`; return that plane's whole keys and values."
@@ -106,7 +106,7 @@ def cpu_fp64(on: bool = True):
 
 # %% ../../nbs/01d_models.ipynb #19c3beef
 class Linear(nn.Linear):
-    "`nn.Linear` whose FP32 product on the CPU outside autograd accumulates in FP64 (`accumulates_fp64`): row results independent of the shape."
+    "`nn.Linear` whose FP32 CPU products outside autograd sum in FP64 (`accumulates_fp64`): rows independent of shape."
     init_constants = {"bias": 0.0}          # what `init_weights` starts a bias at
     def forward(self, x):
         w, b = self.weight, self.bias
@@ -115,12 +115,12 @@ class Linear(nn.Linear):
 
 # %% ../../nbs/01d_models.ipynb #e89b5b33
 def attention(q, k, v, mask=None):
-    "SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under the boolean `mask`. FP32 CPU: in FP64."
+    "SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under boolean `mask`. FP32 CPU: in FP64."
     kw = dict(attn_mask=mask, is_causal=mask is None, enable_gqa=q.shape[1] != k.shape[1])
     if not accumulates_fp64(q, k, v): return F.scaled_dot_product_attention(q, k, v, **kw)
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw).float()
 
-# %% ../../nbs/01d_models.ipynb #ff93ebf5
+# %% ../../nbs/01d_models.ipynb #a3584168
 class Ctx:
     """What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None).
     `fused`: a one-token decode step that runs the fused kernels of `looprl.model.kernels`."""
@@ -129,7 +129,7 @@ class Ctx:
         self.mask = None
         if fused:               # the kernels read each row's position and angles directly
             self.pos = positions[:, 0].contiguous()
-            self.cos1, self.sin1 = cos.reshape(len(positions), -1).contiguous(), sin.reshape(len(positions), -1).contiguous()
+            self.cos1, self.sin1 = (t.reshape(len(positions), -1).contiguous() for t in (cos, sin))
         elif cache is not None:   # key j visible to a query at position t iff j <= t (same row)
             # on the CPU the largest position costs no device read: attend over the keys written so far only
             self.keys = int(positions.max()) + 1 if positions.device.type == "cpu" else cache.max_len
@@ -153,10 +153,10 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
 
 # %% ../../nbs/01d_models.ipynb #1e407689
 class TensorParallel(nn.Module):
-    """A module `looprl.training.distributed.tensor_parallel` splits over `tp` ranks by what it declares. `tp_plan`: submodule →
-    'colwise' (its output rows split: each rank computes its share of the heads or of the MLP width) or 'rowwise'
-    (its input columns split; one all-reduce sums the shares). `tp_stacked_rows`: parameter → how many equal parts
-    its rows stack (q | k | v: 3), interleaved so that each rank's slice holds its share of every part.
+    """A module `looprl.training.distributed.tensor_parallel` splits over `tp` ranks by what it declares.
+    `tp_plan`: submodule → 'colwise' (its output rows split: each rank computes its share of the heads or of the MLP
+    width) or 'rowwise' (its input columns split; one all-reduce sums the shares). `tp_stacked_rows`: parameter → how
+    many equal parts its rows stack (q | k | v: 3), interleaved so that each rank's slice holds its share of every part.
     `tp_head_dims`: own parameter → the dim its heads index (sharded there; one the config leaves out is skipped).
     `tp_share(tp)`: what else changes for a rank to run its share (an attention: its head counts)."""
     tp_plan: dict[str, str] = {}
@@ -181,7 +181,8 @@ class PlaneAttention(TensorParallel):
     def tp_share(self, tp: int):
         "Keep one rank's 1/tp of the query heads `H` (and KV heads `Hkv`, where the module has them)."
         H, Hkv = self.H, getattr(self, "Hkv", self.H)
-        if H % tp or Hkv % tp: raise ValueError(f"tensor_parallel: {H} heads and {Hkv} KV heads must split over {tp} ranks")
+        if H % tp or Hkv % tp:
+            raise ValueError(f"tensor_parallel: {H} heads and {Hkv} KV heads must split over {tp} ranks")
         self.H = H // tp
         if hasattr(self, "Hkv"): self.Hkv = Hkv // tp
 
@@ -228,8 +229,8 @@ class LlamaBlock(nn.Module):
 
 # %% ../../nbs/01d_models.ipynb #ad1d8ffd
 class LoopedLM(nn.Module):
-    "Base of the providers: role (actor/critic), readouts, recompute, plane bookkeeping, and the facts the rest of looprl asks."
-    latent_profile: str | None = None   # profile of the random initial recurrent state (looprl.model.latents); None: the family has none
+    "Base of the providers: role (actor/critic), readouts, recompute, planes, and the facts the rest of looprl asks."
+    latent_profile: str | None = None   # of the random initial state (looprl.model.latents); None: the family has none
     prefix_lm: bool = False             # the prompt attends both ways (PrefixLM): forward then takes `prompt_lens` [B]
     full_backprop: bool = False         # training forwards keep every loop's gradient (a truncated schedule off)
     recompute_every: int = 1            # with recompute: one block application in every k recomputed in backward
@@ -256,7 +257,7 @@ class LoopedLM(nn.Module):
     @property
     def family(self) -> str: return self.cfg.family
 
-# %% ../../nbs/01d_models.ipynb #ad1d8ffe
+# %% ../../nbs/01d_models.ipynb #e7dde5bd
 def call_block(block, x, ctx, plane): return block(x, ctx, plane)
 
 @functools.cache
@@ -289,7 +290,7 @@ def _ctx(self: LoopedLM, input_ids, positions, cache):
     fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
     return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
 
-# %% ../../nbs/01d_models.ipynb #9a8b0001
+# %% ../../nbs/01d_models.ipynb #cf5587d8
 @patch
 def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
     "Groups of state-dict names that are one tensor (a tied head): a checkpoint must give them equal values."
@@ -297,12 +298,12 @@ def tied_aliases(self: LoopedLM) -> tuple[tuple[str, ...], ...]:
 
 @patch
 def fixed_buffers(self: LoopedLM) -> dict[str, tuple[torch.Tensor, str]]:
-    "State-dict buffers the configuration fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
+    "State-dict buffers the config fixes: name → (the FP32 tensor they must equal, what it is). Never cast or trained."
     return {}
 
 @patch
 def embed(self: LoopedLM, input_ids):
-    "The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, and so can another engine's."
+    "The trunk's input [B,S,E] for `input_ids` [B,S]: the provider's forward starts with it, as can another engine's."
     raise NotImplementedError(f"{type(self).__name__} must say how it embeds tokens")
 
 @patch
@@ -312,7 +313,7 @@ def initial_states(self: LoopedLM, seeds: list, positions: list, dtype, device):
 
 @patch
 def sequence_states(self: LoopedLM, seeds: list, lengths: list, dtype, device):
-    "Each row's initial states for positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
+    "Each row's initial states at positions 0…length−1, zero-padded to [B, max(lengths), E]; None for a family without."
     return None
 
 @patch
@@ -321,7 +322,7 @@ def weight_groups(self: LoopedLM) -> dict:
     None) and, optionally, `reads`: how many times one loop runs each `looped` module (1 each if absent)."""
     raise NotImplementedError(f"{type(self).__name__} must say which modules run once and which every loop")
 
-# %% ../../nbs/01d_models.ipynb #9a8b0002
+# %% ../../nbs/01d_models.ipynb #6572e3d8
 def param_count(model: nn.Module) -> int:
     "Number of unique parameters (a tied or looped tensor counts once)."
     return sum(p.numel() for p in model.parameters())
@@ -334,7 +335,7 @@ def looped_reads(model: LoopedLM, size=lambda p: p.numel()) -> int:
 
 # %% ../../nbs/01d_models.ipynb #dac2aa0e
 class LoopedDecoder(LoopedLM):
-    "A looped decoder: `model.embed_tokens`, `model.layers` (of `block_cls`) looped `depth` times, `model.norm` after each loop."
+    "`model.embed_tokens`, then `model.layers` (of `block_cls`) looped `depth` times, `model.norm` after each loop."
     block_cls = LlamaBlock
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__(cfg, role)
@@ -350,17 +351,18 @@ class LoopedDecoder(LoopedLM):
         tab = self._rope.get(positions.device)
         if tab is None or tab.shape[0] < n:
             L = min(max(256, 1 << (n - 1).bit_length()), max(self.cfg.max_positions, n))
-            tab = self._rope[positions.device] = rope_table(self.cfg.head_dim, self.cfg.rope_base, L).to(positions.device)
+            tab = rope_table(self.cfg.head_dim, self.cfg.rope_base, L).to(positions.device)
+            self._rope[positions.device] = tab
         cs = tab[positions]                                  # [B,S,D/2,2]
         return cs[..., 0], cs[..., 1]
 
     def embed(self, input_ids): return self.model.embed_tokens(input_ids)
 
-# %% ../../nbs/01d_models.ipynb #dac2aa0f
+# %% ../../nbs/01d_models.ipynb #0ce0adb3
 @patch
 def weight_groups(self: LoopedDecoder):
-    m = self.model
-    return dict(once=[self.lm_head if self.role == "actor" else self.value_head], looped=[m.layers, m.norm], rows=m.embed_tokens)
+    m, head = self.model, (self.lm_head if self.role == "actor" else self.value_head)
+    return dict(once=[head], looped=[m.layers, m.norm], rows=m.embed_tokens)
 
 @patch
 def loop_states(self: LoopedDecoder, input_ids, positions=None, cache=None):

@@ -14,10 +14,11 @@ from typing import Callable
 # %% auto #0
 __all__ = ['ENTRY_POINT_GROUP', 'FamilyError', 'Family', 'register', 'unregister', 'family_names', 'get_family', 'default_family']
 
-# %% ../../nbs/01b_registry.ipynb #9778dade
+# %% ../../nbs/01b_registry.ipynb #b5955a43
 class FamilyError(ValueError):
     "An unknown family, or a registration looprl refuses; the message names the family."
 
+# %% ../../nbs/01b_registry.ipynb #89a81525
 @dataclass(frozen=True)
 class Family:
     "Everything looprl knows about one looped family, declared by the family's module."
@@ -31,16 +32,19 @@ class Family:
     zero_size_keys: dict = field(default_factory=dict)   # the same for sizes that may be 0 (Huginn's prelude and coda)
     presets: dict = field(default_factory=dict)     # preset name → file under looprl/assets/configs
     embedded: Path | None = None                # the shipped warm-started tiny checkpoint, if any
-    megatron_layout: object | None = None       # its Megatron-core names (a looprl.model.megatron.MegatronLayout); None: it has none
+    # its Megatron-core names (a looprl.model.megatron.MegatronLayout); None: it has none
+    megatron_layout: object | None = None
 
     def __post_init__(self):
-        if not self.name or not isinstance(self.name, str): raise FamilyError(f"family name must be a non-empty string, got {self.name!r}")
+        if not self.name or not isinstance(self.name, str):
+            raise FamilyError(f"family name must be a non-empty string, got {self.name!r}")
         if self.default_precision not in ("fp16", "fp32"):
-            raise FamilyError(f"family {self.name!r}: default_precision must be 'fp16' or 'fp32', got {self.default_precision!r}")
+            raise FamilyError(f"family {self.name!r}: default_precision must be 'fp16' or 'fp32', got "
+                              f"{self.default_precision!r}")
         if self.tiny.get("model_type") != self.name:
             raise FamilyError(f"family {self.name!r}: its tiny preset has model_type {self.tiny.get('model_type')!r}")
 
-# %% ../../nbs/01b_registry.ipynb #28a46715
+# %% ../../nbs/01b_registry.ipynb #25575e4c
 ENTRY_POINT_GROUP = "looprl.families"
 _FAMILIES: dict[str, Family] = {}
 _plugins_loaded = False
@@ -48,19 +52,22 @@ _plugins_loaded = False
 def register(family: Family, replace: bool = False) -> Family:
     "Make `family` known to every part of looprl in this process; returns it."
     if not isinstance(family, Family): raise FamilyError(f"register() takes a Family, got {type(family).__name__}")
-    if family.name in _FAMILIES and not replace: raise FamilyError(f"family {family.name!r} is already registered (pass replace=True)")
+    if family.name in _FAMILIES and not replace:
+        raise FamilyError(f"family {family.name!r} is already registered (pass replace=True)")
     for other in _FAMILIES.values():
         clash = set(other.presets) & set(family.presets)
-        if other.name != family.name and clash: raise FamilyError(f"family {family.name!r}: preset {sorted(clash)[0]!r} belongs to {other.name!r}")
+        if other.name != family.name and clash:
+            raise FamilyError(f"family {family.name!r}: preset {sorted(clash)[0]!r} belongs to {other.name!r}")
     _FAMILIES[family.name] = family
     return family
 
+# %% ../../nbs/01b_registry.ipynb #ecb512ff
 def unregister(name: str) -> Family:
     "Remove a registered family (tests and tutorials); returns its record."
     if name not in _FAMILIES: raise FamilyError(f"family {name!r} is not registered")
     return _FAMILIES.pop(name)
 
-# %% ../../nbs/01b_registry.ipynb #e0665957
+# %% ../../nbs/01b_registry.ipynb #deebc18f
 def _load_plugins():
     "Load every `looprl.families` entry point once: a Family is registered, a function is called (it may return one)."
     global _plugins_loaded
@@ -71,19 +78,23 @@ def _load_plugins():
             obj = ep.load()
             if not isinstance(obj, Family) and callable(obj): obj = obj()
             if isinstance(obj, Family) and obj.name not in _FAMILIES: register(obj)
-        except Exception as e: raise FamilyError(f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed: {e}") from e
+        except Exception as e:
+            raise FamilyError(f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed: {e}") from e
 
+# %% ../../nbs/01b_registry.ipynb #411f2668
 def family_names() -> tuple[str, ...]:
     "Names of the registered families, the package's own first (Huginn first)."
     _load_plugins()
     return tuple(_FAMILIES)
 
+# %% ../../nbs/01b_registry.ipynb #a738631c
 def get_family(name: str) -> Family:
     "The registered family called `name`; an unknown name lists the known ones."
     if name not in _FAMILIES: _load_plugins()
     if name not in _FAMILIES: raise FamilyError(f"unknown model family {name!r}; looprl knows {', '.join(_FAMILIES)}")
     return _FAMILIES[name]
 
+# %% ../../nbs/01b_registry.ipynb #a1c8d776
 def default_family() -> Family:
     "The first family registered: the one looprl's commands use when none is named."
     return get_family(family_names()[0])

@@ -61,7 +61,7 @@ TINY = {"model_type": "hrm_text", "architectures": ["HrmTextForCausalLM"],
         "embedding_scale": 17.88854381999832, "prefix_lm": True, "torch_dtype": "float32",
         "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
 
-# %% ../../../nbs/01i_hrm_text.ipynb #e2a0000c
+# %% ../../../nbs/01i_hrm_text.ipynb #94b1d8cf
 class WeightlessRMSNorm(nn.Module):
     "RMSNorm without a weight (NanoChat's): x / rms(x), computed in FP32, cast back to the input dtype."
     def __init__(self, eps: float):
@@ -71,6 +71,7 @@ class WeightlessRMSNorm(nn.Module):
         h = x.float()
         return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
+# %% ../../../nbs/01i_hrm_text.ipynb #a11cb34b
 class GatedAttention(PlaneAttention):
     "HRM-Text's attention: q, k, v, o and a gate projection; `o_proj(sigmoid(gate_proj(x)) · attn)`; rotate-half RoPE."
     rope = staticmethod(rope_half)
@@ -96,7 +97,7 @@ class GatedAttention(PlaneAttention):
         o = attention(q, k, v, ctx.mask).transpose(1, 2).flatten(2)      # ctx.mask None: causal
         return self.output(torch.sigmoid(self.gate_proj(x)) * o)
 
-# %% ../../../nbs/01i_hrm_text.ipynb #e2a0000d
+# %% ../../../nbs/01i_hrm_text.ipynb #9f028493
 class HrmBlock(nn.Module):
     "Llama's pre-norm block with weightless norms and gated attention."
     def __init__(self, cfg):
@@ -108,6 +109,7 @@ class HrmBlock(nn.Module):
         h = h + self.self_attn(self.input_layernorm(h), ctx, plane)
         return h + self.mlp(self.post_attention_layernorm(h), fused=ctx.fused)
 
+# %% ../../../nbs/01i_hrm_text.ipynb #75704a5e
 class HrmStack(nn.Module):
     "One of the two stacks: `layers` then a weightless `final_norm`."
     def __init__(self, cfg, n: int):

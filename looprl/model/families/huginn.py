@@ -30,18 +30,21 @@ def huginn_fields(raw: dict, src: str) -> dict:
     if hd * H != E: raise ConfigError(f"{src}: head_dim {hd} × n_heads {H} != n_embd {E}")
     kv = need("num_key_value_heads", int, default=H, required=False)
     if kv != H: raise ConfigError(f"{src}: num_key_value_heads {kv} != n_heads {H} (Huginn has no GQA)")
-    npre, ncore, ncoda = (need(k, int) for k in ("n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda"))
+    npre, ncore, ncoda = (need(k, int)
+                          for k in ("n_layers_in_prelude", "n_layers_in_recurrent_block", "n_layers_in_coda"))
     nl = need("n_layers", int, default=npre + ncore + ncoda, required=False)
-    if nl != npre + ncore + ncoda: raise ConfigError(f"{src}: n_layers {nl} != prelude + core + coda ({npre}+{ncore}+{ncoda})")
+    if nl != npre + ncore + ncoda:
+        raise ConfigError(f"{src}: n_layers {nl} != prelude + core + coda ({npre}+{ncore}+{ncoda})")
     vocab = need("padded_vocab_size", int, default=None, required=False)
     if vocab is None:
         multiple = need("padding_multiple", int, default=1, required=False)
         vocab = math.ceil(need("vocab_size", int) / multiple) * multiple
     for k, want in (("injection_type", "linear"), ("state_init", "like-init")):
         if raw.get(k, want) != want: raise ConfigError(f"{src}: key '{k}' is {raw[k]!r}; looprl supports only {want!r}")
-    return dict(vocab_size=vocab, hidden_size=E, intermediate_size=need("intermediate_size", int), n_heads=H, n_kv_heads=H,
-                head_dim=hd, n_prelude=npre, n_core=ncore, n_coda=ncoda, depth=need("mean_recurrence", int),
-                rope_base=need("rope_base", float), norm_eps=need("norm_eps", float), max_positions=need("block_size", int),
+    return dict(vocab_size=vocab, hidden_size=E, intermediate_size=need("intermediate_size", int), n_heads=H,
+                n_kv_heads=H, head_dim=hd, n_prelude=npre, n_core=ncore, n_coda=ncoda,
+                depth=need("mean_recurrence", int), rope_base=need("rope_base", float),
+                norm_eps=need("norm_eps", float), max_positions=need("block_size", int),
                 tie_embeddings=bool(raw.get("tie_embeddings", raw.get("tie_word_embeddings", True))),
                 qk_bias=bool(need("qk_bias", bool, default=True, required=False)), bos_token_id=raw.get("bos_token_id"),
                 eos_token_ids=token_ids(raw.get("eos_token_id")), pad_token_id=raw.get("pad_token_id"))
@@ -160,11 +163,14 @@ def forward(self: HuginnLM, input_ids, positions=None, latents=None, cache=None)
 
 # %% ../../../nbs/01f_huginn.ipynb #9a8b0003
 @patch
-def tied_aliases(self: HuginnLM): return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
+def tied_aliases(self: HuginnLM):
+    return (("transformer.wte.weight", "lm_head.weight"),) if self.cfg.tie_embeddings else ()
 
 @patch
 def fixed_buffers(self: HuginnLM):
-    return {"freqs_cis": (huginn_freqs_cis(self.cfg), f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size {self.cfg.max_positions})")}
+    return {"freqs_cis": (huginn_freqs_cis(self.cfg),
+                          f"the RoPE buffer of this config (rope_base {self.cfg.rope_base}, block_size "
+                          f"{self.cfg.max_positions})")}
 
 @patch
 def initial_states(self: HuginnLM, seeds, positions, dtype, device):
@@ -173,7 +179,8 @@ def initial_states(self: HuginnLM, seeds, positions, dtype, device):
 @patch
 def sequence_states(self: HuginnLM, seeds, lengths, dtype, device):
     out = torch.zeros(len(seeds), max(lengths), self.cfg.hidden_size, dtype=dtype, device=device)
-    for i, (s, n) in enumerate(zip(seeds, lengths)): out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
+    for i, (s, n) in enumerate(zip(seeds, lengths)):
+        out[i, :n] = sequence_latents(self.cfg.hidden_size, s, n, dtype=dtype, device=device)
     return out
 
 @patch
@@ -186,9 +193,11 @@ MEGATRON_LAYOUT = MegatronLayout(
     top={"transformer.wte.weight": "embedding.word_embeddings.weight", "transformer.adapter.weight": "adapter.weight",
          "transformer.ln_f.weight": "final_layernorm.weight", "lm_head.weight": "output_layer.weight",
          "value_head.weight": "value_head.weight"},
-    stacks={"transformer.prelude": "prelude.layers", "transformer.core_block": "decoder.layers", "transformer.coda": "coda.layers"},
+    stacks={"transformer.prelude": "prelude.layers", "transformer.core_block": "decoder.layers",
+            "transformer.coda": "coda.layers"},
     layer={"norm_1.weight": ("PRE_ATTN", "same"), "attn.Wqkv.weight": ("self_attention.linear_qkv.weight", "wqkv"),
-           "attn.qk_bias": ("self_attention.qk_bias", "same"), "attn.proj.weight": ("self_attention.linear_proj.weight", "same"),
+           "attn.qk_bias": ("self_attention.qk_bias", "same"),
+           "attn.proj.weight": ("self_attention.linear_proj.weight", "same"),
            "norm_2.weight": ("self_attn_residual_layernorm.weight", "same"), "norm_3.weight": ("PRE_MLP", "same"),
            "mlp.fc.weight": ("mlp.linear_fc1.weight", "same"), "mlp.proj.weight": ("mlp.linear_fc2.weight", "same"),
            "norm_4.weight": ("mlp_residual_layernorm.weight", "same")},
@@ -197,7 +206,8 @@ MEGATRON_LAYOUT = MegatronLayout(
 # %% ../../../nbs/01f_huginn.ipynb #b1a0c007
 FAMILY = Family(name="huginn_raven", parse=huginn_fields, provider=HuginnLM, depth_key="mean_recurrence",
                 default_precision="fp16", tiny=TINY, presets={"huginn-0125": "huginn-0125.json"},
-                size_keys=dict(vocab_size="padded_vocab_size", hidden_size="n_embd", intermediate_size="intermediate_size",
+                size_keys=dict(vocab_size="padded_vocab_size", hidden_size="n_embd",
+                               intermediate_size="intermediate_size",
                                n_heads="n_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
                                n_core="n_layers_in_recurrent_block", max_positions="block_size"),
                 zero_size_keys=dict(n_prelude="n_layers_in_prelude", n_coda="n_layers_in_coda"),

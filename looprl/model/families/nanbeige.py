@@ -20,9 +20,11 @@ def nanbeige_fields(raw: dict, src: str) -> dict:
     fields = llama_fields(raw, src, "num_loops")
     llw, depth = raw.get("loop_loss_weights") or [], fields["depth"]
     if llw and len(llw) + 1 != depth:
-        raise ConfigError(f"{src}: loop_loss_weights has {len(llw)} entries, so the model loops {len(llw)+1} times, but num_loops is {depth}")
+        raise ConfigError(f"{src}: loop_loss_weights has {len(llw)} entries, so the model loops {len(llw)+1} times, "
+                          f"but num_loops is {depth}")
     if raw.get("skip_loop_final_norm", False):
-        raise ConfigError(f"{src}: key 'skip_loop_final_norm' is true; the released Nanbeige4.2 (and looprl) normalises after every loop")
+        raise ConfigError(f"{src}: key 'skip_loop_final_norm' is true; the released Nanbeige4.2 (and looprl) "
+                          f"normalises after every loop")
     return fields
 
 TINY = {"model_type": "nanbeige", "architectures": ["NanbeigeForCausalLM"],
@@ -41,6 +43,7 @@ class NanbeigeLM(LoopedDecoder):
 MEGATRON_LAYOUT = MegatronLayout(top=LLAMA_TOP, stacks={"model.layers": "decoder.layers"}, layer=LLAMA_LAYER)
 
 # %% ../../../nbs/01h_nanbeige.ipynb #0d0b0003
-FAMILY = Family(name="nanbeige", parse=nanbeige_fields, provider=NanbeigeLM, depth_key="num_loops", default_precision="fp32",
-                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"nanbeige4.2-3b": "nanbeige4.2-3b.json"},
+FAMILY = Family(name="nanbeige", parse=nanbeige_fields, provider=NanbeigeLM, depth_key="num_loops",
+                default_precision="fp32", tiny=TINY, size_keys=LLAMA_SIZE_KEYS,
+                presets={"nanbeige4.2-3b": "nanbeige4.2-3b.json"},
                 embedded=ASSETS / "tiny-nanbeige", megatron_layout=MEGATRON_LAYOUT)

@@ -61,12 +61,13 @@ def exit_probabilities(self: OuroLM, states):
 
 # %% ../../../nbs/01g_ouro.ipynb #a0155db8
 MEGATRON_LAYOUT = MegatronLayout(
-    top={**LLAMA_TOP, "model.early_exit_gate.weight": "early_exit_gate.weight", "model.early_exit_gate.bias": "early_exit_gate.bias"},
+    top={**LLAMA_TOP, "model.early_exit_gate.weight": "early_exit_gate.weight",
+         "model.early_exit_gate.bias": "early_exit_gate.bias"},
     stacks={"model.layers": "decoder.layers"},
     layer={**LLAMA_LAYER, "input_layernorm_2.weight": ("self_attention.linear_proj.post_layernorm.weight", "same"),
            "post_attention_layernorm_2.weight": ("mlp.linear_fc2.post_layernorm.weight", "same")})
 
 # %% ../../../nbs/01g_ouro.ipynb #0a0c0004
 FAMILY = Family(name="ouro", parse=ouro_fields, provider=OuroLM, depth_key="total_ut_steps", default_precision="fp32",
-                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"ouro-1.4b": "ouro-1.4b.json"}, embedded=ASSETS / "tiny-ouro",
-                megatron_layout=MEGATRON_LAYOUT)
+                tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"ouro-1.4b": "ouro-1.4b.json"},
+                embedded=ASSETS / "tiny-ouro", megatron_layout=MEGATRON_LAYOUT)
