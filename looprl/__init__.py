@@ -32,6 +32,7 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def get_code(self, name):
         return compile(f"import runpy; runpy.run_module({moved_name(name)!r}, run_name='__main__', alter_sys=True)", name, "exec")
 
-if not any(isinstance(f, MovedModules) for f in sys.meta_path): sys.meta_path.append(MovedModules())
+# first, before the path finder: an old child name (looprl.families.huginn) imports the one module too
+if not any(isinstance(f, MovedModules) for f in sys.meta_path): sys.meta_path.insert(0, MovedModules())
 
 from .model import families  # registers the shipped model families (looprl.model.registry)

@@ -12,7 +12,8 @@ CUDA = torch.cuda.is_available()
 def _checks(device: str):
     from looprl.model import kernels as K
     from looprl.model.config import tiny_config
-    from looprl.model.models import build_model, init_weights, RMSNorm, Ctx, _attend, rope_interleaved, rope_half, KVCache
+    from looprl.model.models import build_model, init_weights, RMSNorm, Ctx, _attend, KVCache
+    from looprl.model.rope import rope_interleaved, rope_half
     from looprl.testing import decode_logits
     from looprl.model.latents import sequence_latents
     assert K.fused_available(device)

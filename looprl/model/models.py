@@ -14,12 +14,13 @@ from fastcore.basics import patch
 from .config import LoopedConfig, tiny_config, real_config
 from .registry import get_family
 from . import kernels as K
+from .rope import rope_inv_freq, rope_table, rope_interleaved, rope_half
+
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_inv_freq', 'rope_table', 'rope_interleaved', 'rope_half', 'KVCache', 'accumulates_fp64', 'cpu_fp64',
-           'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention', 'LlamaAttention', 'GatedMLP', 'LlamaBlock',
-           'LoopedLM', 'call_block', 'compiled_block', 'param_count', 'looped_reads', 'LoopedDecoder', 'build_model',
-           'init_weights', 'recompute']
+__all__ = ['RMSNorm', 'KVCache', 'accumulates_fp64', 'cpu_fp64', 'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention',
+           'LlamaAttention', 'GatedMLP', 'LlamaBlock', 'LoopedLM', 'call_block', 'compiled_block', 'param_count',
+           'looped_reads', 'LoopedDecoder', 'build_model', 'init_weights', 'recompute']
 
 # %% ../../nbs/01d_models.ipynb #fee234b5
 class RMSNorm(nn.Module):
@@ -32,39 +33,6 @@ class RMSNorm(nn.Module):
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
-
-# %% ../../nbs/01d_models.ipynb #1be42e5d
-@contextmanager
-def _one_thread():
-    "Elementwise CPU kernels split work by thread count; tables computed under one thread are the same everywhere."
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try: yield
-    finally: torch.set_num_threads(n)
-
-def rope_inv_freq(head_dim: int, base: float) -> torch.Tensor:
-    "θ^(-2i/d) for i < d/2, in FP32, computed on the CPU."
-    with _one_thread():
-        return 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim))
-
-def rope_table(head_dim: int, base: float, length: int) -> torch.Tensor:
-    "cos and sin of t·θ^(-2i/d) for t < length: `[length, head_dim/2, 2]` FP32, computed on the CPU under one thread."
-    with _one_thread():
-        ang = torch.outer(torch.arange(length, dtype=torch.float32, device="cpu"), rope_inv_freq(head_dim, base))
-        return torch.stack([ang.cos(), ang.sin()], dim=-1)
-
-# %% ../../nbs/01d_models.ipynb #1be42e5e
-def rope_interleaved(x, cos, sin):
-    "Rotate adjacent pairs of `x` [B,S,H,D] by the angles whose cos/sin are [B,S,1,D/2] (FP32 math)."
-    xf = x.float().unflatten(-1, (-1, 2))
-    x0, x1 = xf[..., 0], xf[..., 1]
-    return torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1).flatten(-2).to(x.dtype)
-
-def rope_half(x, cos, sin):
-    "Rotate the two halves of `x` [B,S,H,D] (NeoX layout); cos/sin are [B,S,1,D/2] (FP32 math)."
-    xf = x.float()
-    x0, x1 = xf.chunk(2, dim=-1)
-    return torch.cat([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1).to(x.dtype)
 
 # %% ../../nbs/01d_models.ipynb #7dfcdcd4
 class KVCache:

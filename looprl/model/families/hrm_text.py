@@ -10,7 +10,8 @@ from contextlib import nullcontext
 import torch, torch.nn as nn, torch.nn.functional as F
 from fastcore.basics import patch
 from ..config import ASSETS, ConfigError, LLAMA_SIZE_KEYS, LoopedConfig, config_value, llama_fields
-from ..models import GatedMLP, Linear, LoopedDecoder, LoopedLM, PlaneAttention, attention, rope_half
+from ..models import GatedMLP, Linear, LoopedDecoder, LoopedLM, PlaneAttention, attention
+from ..rope import rope_half
 from ..registry import Family
 
 # %% auto #0

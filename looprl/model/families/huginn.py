@@ -12,7 +12,8 @@ from fastcore.basics import patch
 from ..config import ASSETS, ConfigError, LoopedConfig, config_value, token_ids
 from ..latents import LATENT_PROFILE, latent_noise, sequence_latents
 from ..megatron import MegatronLayout
-from ..models import Linear, LoopedLM, PlaneAttention, RMSNorm, TensorParallel, rope_interleaved, rope_table
+from ..models import Linear, LoopedLM, PlaneAttention, RMSNorm, TensorParallel
+from ..rope import rope_interleaved, rope_table
 from ..registry import Family
 from .. import kernels as K
 
