@@ -25,7 +25,8 @@ class DataError(ValueError):
     "Prompt data that looprl cannot use; the message names the file, line and field."
 
 REQUIRED_FIELDS = ("prompt", "label")
-_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object", type(None): "null"}
+_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
+               type(None): "null"}
 
 def _short(v, n=60):
     t = json.dumps(v, ensure_ascii=False)
@@ -36,7 +37,8 @@ def _row(obj, src: str) -> dict:
     for k in REQUIRED_FIELDS:
         if k not in obj: raise DataError(f"{src}: missing field '{k}'")
         v = obj[k]
-        if not isinstance(v, str): raise DataError(f"{src}: field '{k}' must be a string, got {_JSON_TYPES[type(v)]} {_short(v)}")
+        if not isinstance(v, str):
+            raise DataError(f"{src}: field '{k}' must be a string, got {_JSON_TYPES[type(v)]} {_short(v)}")
         if not v.strip(): raise DataError(f"{src}: field '{k}' is empty")
     return obj
 
@@ -53,7 +55,8 @@ def load_prompts(path) -> list[dict]:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip(): continue
         try: obj = json.loads(line)
-        except json.JSONDecodeError as e: raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
         rows.append(_row(obj, f"{path}:{n}"))
     if not rows: raise DataError(f"{path}: no rows")
     return rows
@@ -70,7 +73,8 @@ class PromptCursor:
     "Deterministic row order over `n_rows` prompts: a permutation per epoch seeded by (seed, epoch)."
     def __init__(self, n_rows: int, seed: int):
         for k, v, lo in (("n_rows", n_rows, 1), ("seed", seed, 0)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise DataError(f"cursor {k} must be an int ≥ {lo}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise DataError(f"cursor {k} must be an int ≥ {lo}, got {v!r}")
         self.n_rows, self.seed, self.epoch, self.offset = n_rows, seed, 0, 0
         self._perm = (None, None)
 
@@ -82,7 +86,8 @@ class PromptCursor:
 
     def take(self, k: int) -> list[int]:
         "The next `k` row indices, continuing into the next epoch(s) when this one runs out."
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0: raise DataError(f"take: k must be an int ≥ 0, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise DataError(f"take: k must be an int ≥ 0, got {k!r}")
         out = []
         while len(out) < k:
             m = min(k - len(out), self.n_rows - self.offset)
@@ -99,17 +104,21 @@ class PromptCursor:
         if not isinstance(d, dict): raise DataError(f"cursor state must be a dict, got {type(d).__name__}")
         for k in ("seed", "n_rows", "epoch", "offset"):
             if k not in d: raise DataError(f"cursor state field '{k}': missing")
-            if isinstance(d[k], bool) or not isinstance(d[k], int): raise DataError(f"cursor state field '{k}': must be an int, got {d[k]!r}")
+            if isinstance(d[k], bool) or not isinstance(d[k], int):
+                raise DataError(f"cursor state field '{k}': must be an int, got {d[k]!r}")
         extra = sorted(set(d) - {"seed", "n_rows", "epoch", "offset"})
         if extra: raise DataError(f"cursor state field '{extra[0]}': unknown field")
         for k in ("n_rows", "seed"):
-            if d[k] != getattr(self, k): raise DataError(f"cursor state field '{k}': state has {d[k]}, cursor has {getattr(self, k)}")
+            if d[k] != getattr(self, k):
+                raise DataError(f"cursor state field '{k}': state has {d[k]}, cursor has {getattr(self, k)}")
         if d["epoch"] < 0: raise DataError(f"cursor state field 'epoch': must be ≥ 0, got {d['epoch']}")
-        if not 0 <= d["offset"] < self.n_rows: raise DataError(f"cursor state field 'offset': must be in [0, {self.n_rows}), got {d['offset']}")
+        if not 0 <= d["offset"] < self.n_rows:
+            raise DataError(f"cursor state field 'offset': must be in [0, {self.n_rows}), got {d['offset']}")
         self.epoch, self.offset = d["epoch"], d["offset"]
         return self
 
-    def __repr__(self): return f"PromptCursor(n_rows={self.n_rows}, seed={self.seed}, epoch={self.epoch}, offset={self.offset})"
+    def __repr__(self):
+        return f"PromptCursor(n_rows={self.n_rows}, seed={self.seed}, epoch={self.epoch}, offset={self.offset})"
 
 # %% ../../nbs/04a_data.ipynb #b5a547c0
 ASSETS = Path(__file__).parent.parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
@@ -120,7 +129,8 @@ SPLIT_SIZES, ARITHMETIC_SEED = {"heldout": 512, "prompts": 2048}, 0    # the war
 
 def arithmetic_question(a: int, op: str, b: int) -> dict:
     "One question of the embedded task: zero-padded operands, the exact answer as label."
-    if op not in "+-" or not (0 <= a < 100 and 0 <= b < 100) or (op == "-" and b > a): raise ValueError(f"not a task question: {a} {op} {b}")
+    if op not in "+-" or not (0 <= a < 100 and 0 <= b < 100) or (op == "-" and b > a):
+        raise ValueError(f"not a task question: {a} {op} {b}")
     return {"prompt": f"{a:02d}{op}{b:02d}=", "label": str(a + b if op == "+" else a - b)}
 
 def all_arithmetic() -> list[dict]:
@@ -129,7 +139,8 @@ def all_arithmetic() -> list[dict]:
            [arithmetic_question(a, "-", b) for a in range(100) for b in range(a + 1)]
 
 def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
-    "The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then the warm start."
+    """The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then
+    the warm start."""
     rank = lambda r: hashlib.blake2b(f"looprl-split:{seed}:{r['prompt']}".encode(), digest_size=16).digest()
     rows = sorted(all_arithmetic(), key=rank)
     h, p = SPLIT_SIZES["heldout"], SPLIT_SIZES["prompts"]
@@ -151,10 +162,13 @@ TINY_ALPHABET = string.digits + string.ascii_lowercase + string.ascii_uppercase 
 TINY_VOCAB = 1024  # the tiny models' vocabulary size; every id must stay below it
 
 def build_char_tokenizer(alphabet: str = TINY_ALPHABET) -> Tokenizer:
-    "A character-level `tokenizers.Tokenizer`: `<pad>`, `<bos>`, `<eos>` = 0, 1, 2, then one id per character of `alphabet`."
+    """A character-level `tokenizers.Tokenizer`: `<pad>`, `<bos>`, `<eos>` = 0, 1, 2, then one id per character of
+    `alphabet`."""
     if len(set(alphabet)) != len(alphabet): raise ValueError("alphabet has repeated characters")
-    if len(alphabet) + len(SPECIAL_TOKENS) > TINY_VOCAB: raise ValueError(f"{len(alphabet)} characters + 3 specials exceed the vocabulary of {TINY_VOCAB}")
-    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)} | {ch: i + len(SPECIAL_TOKENS) for i, ch in enumerate(alphabet)}
+    if len(alphabet) + len(SPECIAL_TOKENS) > TINY_VOCAB:
+        raise ValueError(f"{len(alphabet)} characters + 3 specials exceed the vocabulary of {TINY_VOCAB}")
+    vocab = ({t: i for i, t in enumerate(SPECIAL_TOKENS)}
+             | {ch: i + len(SPECIAL_TOKENS) for i, ch in enumerate(alphabet)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
@@ -165,9 +179,11 @@ def build_char_tokenizer(alphabet: str = TINY_ALPHABET) -> Tokenizer:
 def encode_prompt(tok: Tokenizer, text: str) -> list[int]:
     "`<bos>` followed by one id per character; refuses characters outside the alphabet."
     for i, ch in enumerate(text):
-        if tok.token_to_id(ch) is None: raise DataError(f"character {ch!r} at index {i} of {text!r} is not in the tokenizer's alphabet")
+        if tok.token_to_id(ch) is None:
+            raise DataError(f"character {ch!r} at index {i} of {text!r} is not in the tokenizer's alphabet")
     ids = tok.encode(text, add_special_tokens=False).ids
-    if len(ids) != len(text): raise DataError(f"{text!r} contains the text of a special token ({', '.join(SPECIAL_TOKENS)})")
+    if len(ids) != len(text):
+        raise DataError(f"{text!r} contains the text of a special token ({', '.join(SPECIAL_TOKENS)})")
     return [tok.token_to_id("<bos>")] + ids
 
 def decode_response(tok: Tokenizer, ids) -> str:
@@ -205,7 +221,8 @@ def decode_text(tok: Tokenizer, cfg: LoopedConfig, ids) -> str:
 
 # %% ../../nbs/04a_data.ipynb #76a8a3e8
 def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) -> list[list[int]]:
-    "Every row's prompt ids (rows as `load_prompts(path)` read them); a prompt that does not encode is an error naming its line."
+    """Every row's prompt ids (rows as `load_prompts(path)` read them); a prompt that does not encode is an error
+    naming its line."""
     lines = [n for n, t in enumerate(Path(path).read_text().splitlines(), 1) if t.strip()]
     out = []
     for i, r in enumerate(rows):

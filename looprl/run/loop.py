@@ -19,8 +19,9 @@ from ..rollout.records import Request, Completion, Rollout
 from .reward_specs import score_completion, RewardError
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
-from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
-                               seed_everything, restore, append_metrics, read_metrics, policy_path, POLICIES, LATEST, METRICS)
+from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences,
+                               read_contract, seed_everything, restore, append_metrics, read_metrics, policy_path,
+                               POLICIES, LATEST, METRICS)
 from .placement import Placement, PlacementError
 from .options import RunOptions, NOT_STORED     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
@@ -42,7 +43,8 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
 def _run_file(p: Prepared) -> str:
     o = p.opts
     options = {k: v for k, v in o.flat().items() if k not in NOT_STORED}
-    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),   # paths as resolved, defaults included
+    # paths as resolved, defaults included
+    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),
                    eval_data=str(Path(o.eval_path).resolve()) if o.eval_path is not None else None)
     return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
 
@@ -50,7 +52,8 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
     "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
     o, run = p.opts, Path(p.opts.output)
     if not o.resume:
-        if run.exists() and any(run.iterdir()): raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
+        if run.exists() and any(run.iterdir()):
+            raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
         atomic_write_text(run / "run.json", _run_file(p))
@@ -64,20 +67,23 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
     except RunError as e: raise UsageError(str(e)) from None
     loop = load_loop_state(ck, restore=False) if ck else None
     done = loop["next_update"] if loop else 0
-    if done >= o.updates: raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to extend it)")
-    if stored["updates"] != o.updates: atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
+    if done >= o.updates:
+        raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to "
+                         "extend it)")
+    if stored["updates"] != o.updates:
+        atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
     return run, loop
 
 def kept_line(l: dict, next_update: int) -> dict | None:
-    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation of a finished
-    run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
+    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation
+    of a finished run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
     if l["update"] < next_update: return l
     if l["update"] == next_update and l.get("kind") == "heldout" and l.get("final"): return {**l, "segment_end": True}
     return None
 
 def truncate_records(run: Path, next_update: int):
-    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics line;
-    a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
+    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics
+    line; a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
     m = run / METRICS
     if m.exists():
         kept = [k for l in read_metrics(run) if (k := kept_line(l, next_update)) is not None]
@@ -92,19 +98,24 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids),
+                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
+                             stop_ids=tuple(p.cfg.eos_token_ids),
                                 exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode))
     return reqs
 
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
     "Fail closed: every request answered in order, under the committed publication, with a matching trace."
-    if len(comps) != len(reqs): raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
+    if len(comps) != len(reqs):
+        raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
     for i, (r, c) in enumerate(zip(reqs, comps)):
         tr = c.trace
-        if tr.seed != r.seed: raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r.seed} (reordered group)")
+        if tr.seed != r.seed:
+            raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r.seed} (reordered group)")
         if c.policy_version != version or c.publication_digest != digest:
-            raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed {version}")
-        if len(c.logprobs) != len(c.tokens): raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
+            raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed "
+                               f"{version}")
+        if len(c.logprobs) != len(c.tokens):
+            raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
                     engine_revision=p.contract["engine_revision"], environment=p.contract["environment"],
                     adaptive=ExitRule(r.exit_threshold, r.exit_mode).adaptive)
@@ -134,16 +145,18 @@ def eval_due(o: RunOptions, u: int) -> bool:
 def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
-    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens,
-                    exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed,
+                    max_new_tokens=o.rollout.max_response_tokens, exit_threshold=o.rollout.exit_threshold,
+                    exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
 # %% ../../nbs/04k_loop.ipynb #8d6593b7
-def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None,
-               writer=None, pipe=None) -> dict:
-    "Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its metrics line."
+def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int,
+               state: dict, bar=None, writer=None, pipe=None) -> dict:
+    """Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its
+    metrics line."""
     o, t = p.opts, {}
     def phase(name):
         if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
@@ -153,7 +166,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
-    if pipe is not None: prompt_rows, reqs, comps = pipe.rollout(u, seed_update, version, digest)   # --async: looprl.run.pipeline
+    if pipe is not None:
+        prompt_rows, reqs, comps = pipe.rollout(u, seed_update, version, digest)   # --async: looprl.run.pipeline
     else:
         prompt_rows = cursor.take(o.prompts_per_update)
         reqs = generate_requests(p, seed_update, prompt_rows)
@@ -171,14 +185,18 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       temperature=o.rollout.temperature, depths=[c.depths for c in comps],
                       exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
     try: res = pl.trainer.train(rollout, G)
-    except TraceMismatch as e: raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.rollout.exits
-    if pipe is not None: phase("wait"); state["pending"] = pipe.finish()         # the next update's rollout, now complete
+    except TraceMismatch as e:
+        raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.rollout.exits
+    if pipe is not None:
+        phase("wait"); state["pending"] = pipe.finish()         # the next update's rollout, now complete
     phase("record")
-    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
-                 prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,
-                 logprobs=c.logprobs, reward=rewards[i], reward_status=results[i].status, trace=c.trace.to_dict(), policy_version=c.policy_version,
-                 publication_digest=c.publication_digest, **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
-    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
+    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"],
+                 label=rows[i]["label"], prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens,
+                 finish_reason=c.finish_reason, logprobs=c.logprobs, reward=rewards[i], reward_status=results[i].status,
+                 trace=c.trace.to_dict(), policy_version=c.policy_version, publication_digest=c.publication_digest,
+                 **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
+    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json",
+                      json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     names = list(t)
     line = dict(kind="update", update=u, version=version, digest=digest, policy_lag=version - comps[0].policy_version,
@@ -188,15 +206,22 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     append_metrics(run_dir, line)
     if res["metrics"]["consecutive_skipped_steps"] >= o.trainer.max_skipped_steps:
         last = latest_checkpoint(run_dir)
-        raise RunFailed(f"update {u}: {res['metrics']['consecutive_skipped_steps']} consecutive optimizer steps skipped (FP16 gradients "
-                        f"overflowed at loss scale {o.trainer.loss_scale:g}); stopping. The last good checkpoint is {last.name if last else 'none'}")
+        raise RunFailed(f"update {u}: {res['metrics']['consecutive_skipped_steps']} consecutive optimizer steps "
+                        f"skipped (FP16 gradients overflowed at loss scale {o.trainer.loss_scale:g}); stopping. The "
+                        f"last good checkpoint is {last.name if last else 'none'}")
     t0 = time.perf_counter()
     state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
-    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
-        if writer is None: save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
-        else: line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)   # looprl.run.plan
+    # a crash in between resumes from the last one
+    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):
+        if writer is None:
+            save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
+        else:
+            # looprl.run.plan
+            line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
-        if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()   # exports beside complete checkpoints only (the disk plan)
+        if writer is not None:
+            # exports beside complete checkpoints only (the disk plan)
+            line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()
         export_policy(pl, run_dir, u + 1)
     line["time"]["checkpoint_s"] = time.perf_counter() - t0
     return line
@@ -232,22 +257,25 @@ def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, lo
     pl.trainer.load(str(ck))
     load_loop_state(ck, restore=True)
     at = dict(update=loop["next_update"], version=1, seeds_from=loop["next_update"])
-    restore({"cursor": lambda: cursor.load_state_dict(loop["cursor"]), "version": lambda: at.update(version=loop["next_version"]),
-             "sampler": lambda: at.update(seeds_from=0)})
+    restore({"cursor": lambda: cursor.load_state_dict(loop["cursor"]),
+             "version": lambda: at.update(version=loop["next_version"]), "sampler": lambda: at.update(seeds_from=0)})
     return at
 
 # %% ../../nbs/04k_loop.ipynb #1f2d2c89
 def start_workers(p: Prepared, run_dir: Path) -> Placement:
-    "The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory behind)."
+    """The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory
+    behind)."""
     o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
     trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed)
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
-                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens,
-                  engine=o.rollout.engine, cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
-                  threads=o.trainer.threads)
+                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0),
+                  max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens, engine=o.rollout.engine,
+                  cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"],
+                  engine_revision=p.contract["engine_revision"], threads=o.trainer.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
-                          ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars,
-                          trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, engine_process=engine_process(o))
+                          ray_address=None if o.ray_address in (None, "local") else o.ray_address,
+                          train_env_vars=o.train_env_vars, trainer_processes=o.trainer_processes,
+                          tensor_parallel=o.tensor_parallel, engine_process=engine_process(o))
     except PlacementError as e:
         if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)
         raise UsageError(str(e)) from None
@@ -255,54 +283,64 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
 def interrupted_message(signum: int, run_dir: Path, where: str) -> str:
     ck = latest_checkpoint(run_dir)
     kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
-    return f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
+    return (f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train "
+            f"--output {run_dir} --resume")
 
 # %% ../../nbs/04k_loop.ipynb #84e61284
 def run(o: RunOptions, progress: bool = True) -> dict:
     "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
     p = prepare(o)
-    p, plan = fit_prepared(p)                      # looprl.run.plan: settings that fit the devices and the disk, or refused
+    # looprl.run.plan: settings that fit the devices and the disk, or refused
+    p, plan = fit_prepared(p)
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     run_dir, loop = open_run(p)
     t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
     try:
         with signals_as_exceptions():
             pl = start_workers(p, run_dir)
-            seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
+            # the driver's generators start from the run seed (in-process workers share them)
+            seed_everything(o.seed)
             cursor = PromptCursor(len(p.rows), o.seed)
             at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
-            pipe = RolloutPipeline(pl.engine, cursor, o.prompts_per_update, lambda s, rows: generate_requests(p, s, rows),
-                                   lambda *a: check_rollout(p, *a)) if o.async_ else None
+            pipe = None
+            if o.async_:
+                pipe = RolloutPipeline(pl.engine, cursor, o.prompts_per_update,
+                                       lambda s, rows: generate_requests(p, s, rows), lambda *a: check_rollout(p, *a))
             if pipe is not None and loop is not None: resume_pending(pipe, loop, latest_checkpoint(run_dir))
             start, version = at["update"], at["version"]
             truncate_records(run_dir, start)
             logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
             end = o.stop_after if o.stop_after is not None else o.updates
-            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
-                           updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
+            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision,
+                           start=start, updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
             writer = CheckpointWriter(background=not o.sync_checkpoints)
             state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
                 where = f"during update {u}"
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar, writer, pipe))
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state,
+                                                     bar, writer, pipe))
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
                 logs.sync()
-            if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
+            # the final policy, served as the version the next update would publish
+            if end == o.updates and eval_due(o, end):
                 where = "during the final evaluation"
-                pl.transport.publish(version, run_dir); append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
+                pl.transport.publish(version, run_dir)
+                append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
                 logs.sync()
             where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
-    except _Signal as e: _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
+    except _Signal as e:
+        _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
     except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
     except CheckpointFailed as e: raise RunFailed(str(e)) from None
     finally:
         if pl is not None: pl.shutdown()
         if logs is not None: logs.close()
-    summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
-                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0,
-                   checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
+    summary.update(stopped_after=end if end < o.updates else None,
+                   engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
+                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"],
+                   total_s=time.perf_counter() - t0, checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
 

