@@ -38,13 +38,14 @@ def model_counts(cfg: LoopedConfig) -> dict:
                          buffer_bytes=sum(b.numel() * b.element_size() for b in m.buffers()))
     return out
 
-# %% ../../nbs/04h_plan.ipynb #bf419969
+# %% ../../nbs/04h_plan.ipynb #c64effd2
 def learner_bytes(n: int, precision: str, optimizer: str, momentum: float = 0.0) -> dict:
     "Bytes a learner of `n` parameters holds: weights, FP32 masters (fp16 only), gradients, optimizer state."
     wb = 2 if precision == "fp16" else 4
     opt = 8 * n if optimizer == "adamw" else (4 * n if momentum else 0)
     return dict(weights=wb * n, masters=4 * n if precision == "fp16" else 0, gradients=4 * n, optimizer=opt)
 
+# %% ../../nbs/04h_plan.ipynb #bcaddda2
 def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool) -> int:
     "Saved activations of one micro-batch of `rows` sequences of `seq` tokens through the actor (forward and backward)."
     wb, h, L, tokens = (2 if precision == "fp16" else 4), cfg.hidden_size, cfg.kv_planes, rows * seq
@@ -82,7 +83,7 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     one = {**trainer, **engine, "publication": wb * counts["actor"]["params"]}
     return {("GPU" if o.device == "cuda" else "CPU"): {**one, "runtime": RUNTIME_BYTES if o.device == "cuda" else 0}}
 
-# %% ../../nbs/04h_plan.ipynb #6583a467
+# %% ../../nbs/04h_plan.ipynb #874781c3
 def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     "Bytes of one full-state checkpoint of options `o`."
     counts = counts or model_counts(cfg)
@@ -90,6 +91,7 @@ def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     state = lambda n: 4 * n + learner_bytes(n, "fp32", o.trainer.optimizer)["optimizer"]
     return sum(counts[r]["buffer_bytes"] + state(counts[r]["params"]) for r in roles)
 
+# %% ../../nbs/04h_plan.ipynb #f4e6c832
 def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "What the run directory holds at its fullest: checkpoints (kept and being written) and exported policies."
     counts = counts or model_counts(cfg)
@@ -139,7 +141,7 @@ class Plan:
         out += [f"  {g(v)}  {k}" for k, v in self.disk.items()]
         return "\n".join(out)
 
-# %% ../../nbs/04h_plan.ipynb #e747b431
+# %% ../../nbs/04h_plan.ipynb #486c8e4b
 def device_capacity(o) -> dict:
     "Bytes each device of the placement has: the GPU's total memory, or the machine's physical memory."
     if o.device == "cuda" and torch.cuda.is_available(): cap = torch.cuda.get_device_properties(0).total_memory
@@ -148,6 +150,7 @@ def device_capacity(o) -> dict:
     else: names = ["GPU" if o.device == "cuda" else "CPU"]
     return {n: cap for n in names}
 
+# %% ../../nbs/04h_plan.ipynb #06fe2277
 def disk_free(run_dir) -> int:
     "Free bytes where `run_dir` will be, plus what its checkpoints already hold (a resume replaces them)."
     p = Path(run_dir).absolute()
@@ -156,6 +159,7 @@ def disk_free(run_dir) -> int:
     while not p.exists(): p = p.parent
     return shutil.disk_usage(p).free + held
 
+# %% ../../nbs/04h_plan.ipynb #b2ac208d
 def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, free: int | None = None,
               counts=None) -> Plan:
     "The plan of options `o` (a `loop.RunOptions`) on this machine, or on the given capacity and free disk."
@@ -164,7 +168,7 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
     return Plan(memory_items(cfg, o, counts), capacity or device_capacity(o), disk_items(cfg, o, counts),
                 disk_free(o.output) if free is None else free, {k: o.flat()[k] for k in ADJUSTABLE})
 
-# %% ../../nbs/04h_plan.ipynb #5e8e3c2b
+# %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
     "Options to try, cheapest change first; a setting not in `o.defaulted` keeps its value."
     free = set(o.defaulted or ())
@@ -177,6 +181,7 @@ def _candidates(o):
                 for keep in pick("keep_checkpoints", [2, 1]):
                     yield o.replaced(optimizer=opt, recompute=rec, micro_batch_size=mb, keep_checkpoints=keep)
 
+# %% ../../nbs/04h_plan.ipynb #c96a0fd6
 def changes_line(old, new) -> str:
     "The changed settings as command-line flags."
     flags = []
@@ -186,7 +191,7 @@ def changes_line(old, new) -> str:
         if new.flat()[k] != old.flat()[k]: flags.append(f"--{k.replace('_', '-')} {new.flat()[k]}")
     return ", ".join(flags)
 
-# %% ../../nbs/04h_plan.ipynb #c5d21d0e
+# %% ../../nbs/04h_plan.ipynb #c17d245f
 def refusal(pl: Plan) -> str:
     "One line saying why the plan cannot run: the device that does not fit and its largest item, or the disk."
     for d in pl.memory:
@@ -202,6 +207,7 @@ def refusal(pl: Plan) -> str:
     return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB "
             f"are free; the largest item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
 
+# %% ../../nbs/04h_plan.ipynb #898b9bc9
 def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
     "(options that fit, the plan, the changes as flags or ''): refused with `UsageError` when nothing allowed fits."
     cfg = cfg or load_config(o.model_dir)
@@ -223,7 +229,7 @@ def plan_line(o, pl: Plan, changes: str, cfg: LoopedConfig | None = None) -> str
             f"(plan {pl.used(d) / GiB:.0f} of {pl.capacity[d] / GiB:.0f} GiB; disk {sum(pl.disk.values()) / GiB:.0f} "
             f"of {pl.disk_free / GiB:.0f} GiB free)")
 
-# %% ../../nbs/04h_plan.ipynb #fea2aa04
+# %% ../../nbs/04h_plan.ipynb #a0e67354
 PHASES = (("_actor_step", "actor step"), ("_critic_step", "critic step"), ("_selected_logprobs", "replay"),
           ("_full_logprobs", "replay"), ("_values", "replay"), ("generate", "rollout"), ("publish", "publication"),
           ("publication", "publication"), ("export_policy", "publication"), ("save", "checkpoint"))
@@ -236,24 +242,27 @@ def oom_phase(e: BaseException) -> str:
             if n == fn: return phase
     return "update"
 
+# %% ../../nbs/04h_plan.ipynb #56296ccc
 def memory_figures() -> str:
     if not torch.cuda.is_available(): return "no CUDA device figures"
     free, total = torch.cuda.mem_get_info()
     return (f"{torch.cuda.max_memory_allocated() / GiB:.1f} GiB allocated at peak, "
             f"{torch.cuda.memory_reserved() / GiB:.1f} GiB reserved, {free / GiB:.1f} of {total / GiB:.1f} GiB free")
 
+# %% ../../nbs/04h_plan.ipynb #7d8f6a7b
 def resume_hint(run_dir) -> str:
     ck = latest_checkpoint(run_dir)
     kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
     return f"{kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
 
+# %% ../../nbs/04h_plan.ipynb #de60283d
 def oom_message(e: BaseException, run_dir, where: str) -> str:
     "One line for an out-of-memory error `e` raised `where` (e.g. 'during update 3')."
     return (f"out of device memory in the {oom_phase(e)} {where} ({memory_figures()}); lower --micro-batch-size, add "
             "--recompute or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); "
             f"{resume_hint(run_dir)}")
 
-# %% ../../nbs/04h_plan.ipynb #53ece3b0
+# %% ../../nbs/04h_plan.ipynb #b129b3f3
 def to_host(x):
     "A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed)."
     if isinstance(x, torch.Tensor): return x.detach().to("cpu", copy=True)
@@ -261,6 +270,7 @@ def to_host(x):
     if isinstance(x, (list, tuple)): return type(x)(to_host(v) for v in x)
     return copy.deepcopy(x)
 
+# %% ../../nbs/04h_plan.ipynb #a3b20b6f
 def learner_snapshot(l) -> dict:
     "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
     trained = {id(p) for p in l.params} if l.master is not None else set()
@@ -271,6 +281,7 @@ def learner_snapshot(l) -> dict:
                 scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
                             consecutive_skips=l.consecutive_skips))
 
+# %% ../../nbs/04h_plan.ipynb #d59a53fb
 def trainer_snapshot(handle) -> dict | None:
     """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
     own files)."""
@@ -281,7 +292,7 @@ def trainer_snapshot(handle) -> dict | None:
     return dict(actor=learner_snapshot(t.actor), critic=None if t.critic is None else learner_snapshot(t.critic),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
 
-# %% ../../nbs/04h_plan.ipynb #e9173edf
+# %% ../../nbs/04h_plan.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
     "A checkpoint write failed; the message is the one line the run prints."
 
@@ -292,6 +303,7 @@ def write_failure(dst: Path, e: BaseException, needed: int, run_dir) -> str:
             f"{str(e).splitlines()[0][:160] if str(e) else 'I/O error'}); it needs about {needed / GiB:.2f} GiB and "
             f"{shutil.disk_usage(d).free / GiB:.2f} GiB are free there; {resume_hint(run_dir)}")
 
+# %% ../../nbs/04h_plan.ipynb #301b25d5
 def _nbytes(x) -> int:
     if isinstance(x, torch.Tensor): return x.numel() * x.element_size()
     if isinstance(x, dict): return sum(_nbytes(v) for v in x.values())
@@ -336,7 +348,7 @@ class CheckpointWriter:
         self.thread.start()
         return time.perf_counter() - t0
 
-# %% ../../nbs/04h_plan.ipynb #83f3d6a4
+# %% ../../nbs/04h_plan.ipynb #9b4575e8
 def fit_prepared(p):
     "(`p` with the settings that fit, its plan); a run that cannot fit is refused with `UsageError`."
     import json
@@ -349,6 +361,7 @@ def fit_prepared(p):
     settings = json.loads(json.dumps(asdict(s), default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
     return replace(p, opts=new, settings=s, contract={**p.contract, "settings": settings}), pl
 
+# %% ../../nbs/04h_plan.ipynb #0cefe403
 def plan_summary(pl: Plan, o) -> dict:
     "The plan (bytes per item, per device) and the peak memory measured on the GPU, for the run's summary."
     out = dict(plan=dict(memory=pl.memory, capacity=pl.capacity, disk=pl.disk, disk_free=pl.disk_free,
