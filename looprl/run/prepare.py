@@ -23,7 +23,8 @@ from .options import RunOptions, check
 from ..training.settings import TrainSettings
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision',
+           'check_tensor_parallel', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -56,7 +57,7 @@ def check_devices(o: RunOptions):
         print("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process "
               "(--workers local; --workers ray asks for Ray)", file=sys.stderr, flush=True)
 
-# %% ../../nbs/04g_prepare.ipynb #69710c35
+# %% ../../nbs/04g_prepare.ipynb #3c9221c6
 @dataclass
 class Prepared:
     "Everything validated and loaded before the run starts."
@@ -71,6 +72,7 @@ class Prepared:
     contract: dict
     notes: list               # one-line notes for the user (dropped prompts)
 
+# %% ../../nbs/04g_prepare.ipynb #2c0891cf
 def _fit(rows, ids, limit: int, path, what: str, notes: list):
     "Drop prompts longer than `limit` tokens, noting how many."
     keep = [i for i, x in enumerate(ids) if len(x) <= limit]
@@ -80,28 +82,23 @@ def _fit(rows, ids, limit: int, path, what: str, notes: list):
     check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
     return [rows[i] for i in keep], [ids[i] for i in keep]
 
+# %% ../../nbs/04g_prepare.ipynb #3a20e258
 def default_precision(cfg: LoopedConfig, device: str) -> str:
     """The family's precision (FP16 for Huginn, FP32 for Ouro and Nanbeige) on a GPU; FP32 on the CPU, where FP16
     arithmetic is emulated."""
     return cfg.default_precision if device == "cuda" else "fp32"
 
+# %% ../../nbs/04g_prepare.ipynb #06c62ada
 def _load_model(o: RunOptions):
     try:
         cfg = load_config(o.model_dir); checkpoint_files(o.model_dir)
         return cfg, checkpoint_sha256(o.model_dir), load_tokenizer(o.model_dir)
     except (ConfigError, CheckpointError, DataError) as e: raise UsageError(f"--model: {e}") from None
 
-# %% ../../nbs/04g_prepare.ipynb #3ce09645
-def prepare(o: RunOptions) -> Prepared:
-    "Validate options and inputs and build the run contract; touches nothing on disk."
-    o.validate(); check_devices(o)
-    # an engine this environment cannot start is refused before any work
-    engine_class(o.rollout.engine, o.device)
-    cfg, model_sha, tok = _load_model(o)
-    if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
-        raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "
-                         f"{cfg.revision} ({o.model_dir / 'config.json'})")
-    notes, heldout = [], None
+# %% ../../nbs/04g_prepare.ipynb #1067c4b5
+def _load_data(o: RunOptions, cfg: LoopedConfig, tok, notes: list) -> tuple[list, list, dict | None, object]:
+    "The prompt rows and their ids, the held-out questions (or None) and the reward function; bad input as UsageError."
+    heldout = None
     try:
         rows = load_prompts(o.data_path)
         rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path,
@@ -114,8 +111,12 @@ def prepare(o: RunOptions) -> Prepared:
         reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
     except ValueError as e: raise UsageError(f"--reward: {e}") from None
-    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device))
-    precision = settings.precision
+    return rows, ids, heldout, reward
+
+# %% ../../nbs/04g_prepare.ipynb #3c33ea7e
+def check_tensor_parallel(o: RunOptions, cfg: LoopedConfig, precision: str):
+    """Refuse a `--tensor-parallel` that the precision or the model's sizes do not allow (heads and MLP rows; for
+    Megatron, the vocabulary too)."""
     if (M := o.tensor_parallel) > 1:
         check(precision == "fp32" or o.trainer.backend == "megatron",
               f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got "
@@ -124,8 +125,12 @@ def prepare(o: RunOptions) -> Prepared:
         for what, n in split + ((("vocabulary rows", cfg.vocab_size),) if o.trainer.backend == "megatron" else ()):
             check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes "
                               f"({o.model_dir / 'config.json'})")
+
+# %% ../../nbs/04g_prepare.ipynb #e0e50531
+def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list) -> dict:
+    "What a resumed run must match: versions, algorithm, settings, model, engine, reward, data, rollout, environment."
     r = o.rollout
-    contract = dict(
+    return dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
         engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine),
@@ -136,7 +141,23 @@ def prepare(o: RunOptions) -> Prepared:
                      **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_})
-    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
+
+# %% ../../nbs/04g_prepare.ipynb #3e258a55
+def prepare(o: RunOptions) -> Prepared:
+    "Validate options and inputs and build the run contract; touches nothing on disk."
+    o.validate(); check_devices(o)
+    # an engine this environment cannot start is refused before any work
+    engine_class(o.rollout.engine, o.device)
+    cfg, model_sha, tok = _load_model(o)
+    if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
+        raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "
+                         f"{cfg.revision} ({o.model_dir / 'config.json'})")
+    notes = []
+    rows, ids, heldout, reward = _load_data(o, cfg, tok, notes)
+    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device))
+    check_tensor_parallel(o, cfg, settings.precision)
+    contract = run_contract(o, cfg, settings, model_sha, rows)
+    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
