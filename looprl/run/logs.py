@@ -39,7 +39,7 @@ def flat_scalars(line: dict, prefix: str = "") -> dict:
         elif isinstance(v, (int, float)) and not isinstance(v, bool): out[f"{prefix}{k}"] = v
     return out
 
-# %% ../../nbs/04m_logs.ipynb #9b83e266
+# %% ../../nbs/04m_logs.ipynb #765d10f7
 def rollout_values(record: dict) -> dict:
     "The per-update distributions of a rollout record: rewards, advantages and |log-prob parity| per token."
     cs = record["completions"]
@@ -48,6 +48,7 @@ def rollout_values(record: dict) -> dict:
                 advantages=[a for c in cs for a in flat(c.get("advantages", []))],
                 logprob_parity=[abs(a - b) for c in cs for a, b in zip(c["logprobs"], c.get("replay_logprobs") or [])])
 
+# %% ../../nbs/04m_logs.ipynb #8e19496c
 def samples_text(record: dict, n: int = 4) -> str:
     "The first `n` completions of a rollout record as Markdown: prompt, decoded response, label and reward."
     return "\n\n".join(f"`{c['prompt_text']}` → `{c['response_text']}` (label `{c['label']}`, reward {c['reward']:g})"
@@ -141,7 +142,7 @@ class WandbLog(RunLog):
             if not self.sync_file.exists() or _complete(self.sync_file): return
             time.sleep(0.05)
 
-# %% ../../nbs/04m_logs.ipynb #124edc9a
+# %% ../../nbs/04m_logs.ipynb #39e2a847
 def _log_chunks(data: bytes, block: int = 32768):
     """The records of a LevelDB-format log after W&B's 7-byte file header: chunks joined (FULL=1, FIRST=2, MIDDLE=3,
     LAST=4)."""
@@ -154,6 +155,7 @@ def _log_chunks(data: bytes, block: int = 32768):
         part = chunk if kind in (1, 2) else part + chunk
         if kind in (1, 4): yield part
 
+# %% ../../nbs/04m_logs.ipynb #9e4833fc
 def _history_row(items) -> dict:
     "A history record's items as a dict; a media value's fields (nested keys) gathered under its name."
     row = {}
@@ -164,6 +166,7 @@ def _history_row(items) -> dict:
         d[last] = json.loads(i.value_json)
     return row
 
+# %% ../../nbs/04m_logs.ipynb #0bb42c07
 def _records(path: Path) -> list:
     "The `Record`s of a W&B run file."
     from wandb.proto.wandb_internal_pb2 import Record
@@ -171,11 +174,13 @@ def _records(path: Path) -> list:
     if data[:4] != b":W&B": raise ValueError(f"{path}: not a W&B run file")
     return [Record.FromString(chunk) for chunk in _log_chunks(data)]
 
+# %% ../../nbs/04m_logs.ipynb #9a0f9faf
 def _complete(path: Path) -> bool:
     "Whether a W&B run file ends with its exit record (its writer is done)."
     try: return path.exists() and _records(path)[-1].WhichOneof("record_type") == "exit"
     except Exception: return False                      # a record still being written
 
+# %% ../../nbs/04m_logs.ipynb #b1750306
 def wandb_history(run_dir) -> list[dict]:
     "Every history row of the run's offline W&B files, oldest process first: {key: value}, with W&B's `_step`."
     files = sorted((Path(run_dir) / "wandb").glob("offline-run-*-part*/run-*.wandb"), key=lambda f: f.parent.name[-4:])
