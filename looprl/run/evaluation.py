@@ -21,7 +21,7 @@ from ..rollout.exits import ExitRule, check_exit_rule
 __all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
            'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model']
 
-# %% ../../nbs/04l_evaluation.ipynb #985f1ac9
+# %% ../../nbs/04l_evaluation.ipynb #2bffd6ca
 @dataclass(frozen=True)
 class EvalSpec:
     """How to evaluate: one greedy completion per question plus `samples` at `temperature` (0: greedy only); seeds from
@@ -45,6 +45,7 @@ class EvalSpec:
         check_exit_rule(self.exit_threshold, self.exit_mode)
         return self
 
+# %% ../../nbs/04l_evaluation.ipynb #d1d42221
 def eval_seed(seed: int, question: int, sample: int) -> int:
     """Completion seed of `sample` (−1: the greedy one) of `question`: BLAKE2b('looprl-eval', seed, question, sample)
     mod 2**63."""
@@ -59,11 +60,11 @@ def eval_requests(prompt_ids: list[list[int]], spec: EvalSpec, stop_ids=()) -> l
         for k in range(-1, spec.samples):
             reqs.append(Request(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k),
                                 max_new_tokens=spec.max_new_tokens,
-                             temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids),
-                             exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode))
+                                temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids),
+                                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode))
     return reqs
 
-# %% ../../nbs/04l_evaluation.ipynb #f0a62c1e
+# %% ../../nbs/04l_evaluation.ipynb #c630ad96
 def mean_ci(xs: list[float]) -> tuple[float, float]:
     "Mean and the half-width of its 95 % normal interval."
     n = len(xs)
@@ -72,6 +73,7 @@ def mean_ci(xs: list[float]) -> tuple[float, float]:
     var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
     return m, 1.96 * math.sqrt(var / n)
 
+# %% ../../nbs/04l_evaluation.ipynb #5d8ec588
 def accuracies(greedy: list[float], sampled: list[list[float]]) -> dict:
     """Greedy accuracy, sampled accuracy and pass@K over questions, each with its 95 % half-width (no samples: greedy
     only)."""
@@ -81,7 +83,7 @@ def accuracies(greedy: list[float], sampled: list[list[float]]) -> dict:
         out.update(zip(("pass_at_k", "pass_at_k_ci"), mean_ci([max(s) for s in sampled])))
     return out
 
-# %% ../../nbs/04l_evaluation.ipynb #db376bba
+# %% ../../nbs/04l_evaluation.ipynb #37643a06
 def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, reward, spec: EvalSpec = EvalSpec(),
              stop_ids=()) -> dict:
     "Held-out accuracies of the policy behind `generate` (Requests → Completions) on `prompt_ids` and `labels`."
@@ -102,14 +104,14 @@ def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, r
                 reward_statuses=statuses, exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode,
                 mean_exit_depth=sum(depths) / len(depths) if depths else None)
 
+# %% ../../nbs/04l_evaluation.ipynb #ecfd4ebc
 def summary_line(r: dict) -> str:
     "One line for a terminal."
     pct = lambda k, ci: f"{100 * r[k]:.1f}% ± {100 * r[ci]:.1f}"
     line = f"{r['questions']} questions: greedy {pct('greedy_accuracy', 'greedy_ci')}"
     if r["samples"]:
-        line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} ({r['samples']} "
-                 "samples)"
-                              f" · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
+        line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} "
+                 f"({r['samples']} samples) · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
     if ExitRule(r.get("exit_threshold", 1.0), r.get("exit_mode", "threshold")).adaptive:
         line += f" · mean exit depth {r['mean_exit_depth']:.2f} (exit {r['exit_mode']} q={r['exit_threshold']:g})"
     return line
@@ -124,10 +126,11 @@ def model_generate(model, max_batch: int = 64, max_len: int | None = None):
     eng.publish(1, export_tensors(model, device=p.device))
     return eng.generate
 
-# %% ../../nbs/04l_evaluation.ipynb #59eb742c
+# %% ../../nbs/04l_evaluation.ipynb #2fc1b5e0
 class EvalInputError(UsageError):
     "Bad input to looprl.eval (a `looprl.core.cli.UsageError`); printed as one line, exit status 2."
 
+# %% ../../nbs/04l_evaluation.ipynb #0930d2e2
 def policy_dir(path) -> Path:
     "The checkpoint to evaluate: `path` itself, or the newest policy a run exported."
     p = Path(path)

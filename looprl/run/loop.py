@@ -101,9 +101,9 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
-                             stop_ids=tuple(p.cfg.eos_token_ids),
-                                exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode))
+                                max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
+                                stop_ids=tuple(p.cfg.eos_token_ids), exit_threshold=o.rollout.exit_threshold,
+                                exit_mode=o.rollout.exit_mode))
     return reqs
 
 # %% ../../nbs/04k_loop.ipynb #46733ed6

@@ -33,7 +33,7 @@ TASKS = {  # reasoning-gym task: what its questions are
     "simple_geometry": "the missing angle of a polygon",
 }
 
-# %% ../../nbs/04b_tasks.ipynb #436b997e
+# %% ../../nbs/04b_tasks.ipynb #4abcc73d
 HELDOUT_BYTE = 32  # a question is held out when the first byte of its BLAKE2b hash is below this (1 in 8)
 
 def _digest(*parts) -> bytes: return hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
@@ -42,6 +42,7 @@ def split_of(task: str, question: str) -> str:
     "'heldout' for one question in eight, chosen by its text; 'train' otherwise."
     return "heldout" if _digest("looprl-task-split", task, question)[0] < HELDOUT_BYTE else "train"
 
+# %% ../../nbs/04b_tasks.ipynb #ed91264c
 def generator_seed(task: str, seed: int) -> int:
     "The seed handed to reasoning-gym for `--seed seed`: 63 bits of BLAKE2b(task, seed)."
     return int.from_bytes(_digest("looprl-task-seed", task, seed), "big") >> 1
@@ -79,15 +80,17 @@ def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instructio
     raise TaskError(f"{task}: only {len(rows)} distinct {split} questions among the first {limit} of seed {seed}; ask "
                     "for fewer")
 
-# %% ../../nbs/04b_tasks.ipynb #21b09963
+# %% ../../nbs/04b_tasks.ipynb #ba14db61
 def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1: raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
     return int(text)
 
+# %% ../../nbs/04b_tasks.ipynb #e5423e1d
 def _seed(text: str) -> int:
     if not text.isdigit(): raise argparse.ArgumentTypeError(f"must be an integer ≥ 0, got {text!r}")
     return int(text)
 
+# %% ../../nbs/04b_tasks.ipynb #bb6f8b31
 def _setting(text: str) -> tuple:
     "KEY=VALUE of --config; VALUE read as JSON (2, true, 0.5), else as a string."
     key, eq, value = text.partition("=")
