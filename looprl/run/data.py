@@ -20,7 +20,7 @@ __all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA'
            'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts',
            'main']
 
-# %% ../../nbs/04a_data.ipynb #9799c852
+# %% ../../nbs/04a_data.ipynb #3868fdfc
 class DataError(ValueError):
     "Prompt data that looprl cannot use; the message names the file, line and field."
 
@@ -42,6 +42,7 @@ def _row(obj, src: str) -> dict:
         if not v.strip(): raise DataError(f"{src}: field '{k}' is empty")
     return obj
 
+# %% ../../nbs/04a_data.ipynb #f5b8addb
 def load_prompts(path) -> list[dict]:
     "Rows of a JSONL prompt file, each with string `prompt` and `label` (extra keys kept)."
     p = Path(path)
@@ -61,6 +62,7 @@ def load_prompts(path) -> list[dict]:
     if not rows: raise DataError(f"{path}: no rows")
     return rows
 
+# %% ../../nbs/04a_data.ipynb #95fa8629
 def file_sha256(path) -> str:
     "Hex SHA-256 of a file's bytes (the run contract records it for the data file)."
     h = hashlib.sha256()
@@ -120,7 +122,7 @@ class PromptCursor:
     def __repr__(self):
         return f"PromptCursor(n_rows={self.n_rows}, seed={self.seed}, epoch={self.epoch}, offset={self.offset})"
 
-# %% ../../nbs/04a_data.ipynb #b5a547c0
+# %% ../../nbs/04a_data.ipynb #5de7e3b1
 ASSETS = Path(__file__).parent.parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
 SPLITS = ("warmstart", "prompts", "heldout")
 SPLIT_FILES = {s: ASSETS / "data" / f"arithmetic-{s}.jsonl" for s in SPLITS}
@@ -133,11 +135,13 @@ def arithmetic_question(a: int, op: str, b: int) -> dict:
         raise ValueError(f"not a task question: {a} {op} {b}")
     return {"prompt": f"{a:02d}{op}{b:02d}=", "label": str(a + b if op == "+" else a - b)}
 
+# %% ../../nbs/04a_data.ipynb #f9c4634c
 def all_arithmetic() -> list[dict]:
     "Every question of the task: a + b for a, b < 100 and a − b for b ≤ a < 100."
     return [arithmetic_question(a, "+", b) for a in range(100) for b in range(100)] + \
            [arithmetic_question(a, "-", b) for a in range(100) for b in range(a + 1)]
 
+# %% ../../nbs/04a_data.ipynb #911125e2
 def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
     """The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then
     the warm start."""
@@ -148,6 +152,7 @@ def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
 
 def jsonl_text(rows: list[dict]) -> str: return "".join(json.dumps(r) + "\n" for r in rows)
 
+# %% ../../nbs/04a_data.ipynb #79792693
 def write_splits(folder=ASSETS / "data", seed: int = ARITHMETIC_SEED) -> dict[str, Path]:
     "Write the three split files into `folder` (what the package ships)."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
@@ -155,7 +160,7 @@ def write_splits(folder=ASSETS / "data", seed: int = ARITHMETIC_SEED) -> dict[st
     for s, rows in arithmetic_splits(seed).items(): out[s].write_text(jsonl_text(rows))
     return out
 
-# %% ../../nbs/04a_data.ipynb #3debc347
+# %% ../../nbs/04a_data.ipynb #824ed3f8
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 TINY_ALPHABET = string.digits + string.ascii_lowercase + string.ascii_uppercase + " " + string.punctuation + "\n"
@@ -176,6 +181,7 @@ def build_char_tokenizer(alphabet: str = TINY_ALPHABET) -> Tokenizer:
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", BOS_ID)])
     return tok
 
+# %% ../../nbs/04a_data.ipynb #f455c9ea
 def encode_prompt(tok: Tokenizer, text: str) -> list[int]:
     "`<bos>` followed by one id per character; refuses characters outside the alphabet."
     for i, ch in enumerate(text):
@@ -186,6 +192,7 @@ def encode_prompt(tok: Tokenizer, text: str) -> list[int]:
         raise DataError(f"{text!r} contains the text of a special token ({', '.join(SPECIAL_TOKENS)})")
     return [tok.token_to_id("<bos>")] + ids
 
+# %% ../../nbs/04a_data.ipynb #ef83d1e0
 def decode_response(tok: Tokenizer, ids) -> str:
     "The text of generated `ids` up to the first `<eos>`; special tokens and ids outside the vocabulary are dropped."
     eos, keep = tok.token_to_id("<eos>"), []
