@@ -37,7 +37,7 @@ class PendingRollout:
     def from_dict(cls, d: dict) -> "PendingRollout":
         return cls(**{**d, "completions": [Completion.from_dict(c) for c in d["completions"]]})
 
-# %% ../../nbs/04n_pipeline.ipynb #d1c603bd
+# %% ../../nbs/04n_pipeline.ipynb #30727967
 @contextmanager
 def own_cuda_stream():
     """Run the block on a CUDA stream of its own that starts after the work queued so far (nothing on a host without
@@ -48,6 +48,7 @@ def own_cuda_stream():
     with torch.cuda.stream(s): yield
     s.synchronize()
 
+# %% ../../nbs/04n_pipeline.ipynb #454cf978
 def capture_graphs_now(engine):
     """Capture every decode-graph bucket of an in-process CUDA engine now, while nothing else runs: a capture that began
     later, in the rollout's thread while the trainer launches its own work, could fail or make the trainer's calls
@@ -56,6 +57,7 @@ def capture_graphs_now(engine):
     if getattr(eng, "cuda_graphs", False):
         for b in eng.graph_buckets: eng.decode_graph(b)
 
+# %% ../../nbs/04n_pipeline.ipynb #2757d827
 class InFlight:
     """One `generate` call of an engine handle running beside training: a call of a Ray actor or an engine process, or
     a thread."""
@@ -125,7 +127,7 @@ def resume_pending(pipe: RolloutPipeline, loop: dict, where: str):
         pipe.pending = p
     restore({"pending": load})
 
-# %% ../../nbs/04n_pipeline.ipynb #afa12d29
+# %% ../../nbs/04n_pipeline.ipynb #8c3b5c8b
 def async_unsupported(o) -> str | None:
     "Why `--async` cannot run with the options `o` (a RunOptions), or None."
     if o.trainer.backend != "torch":
@@ -136,8 +138,8 @@ def async_unsupported(o) -> str | None:
         return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
     return None
 
+# %% ../../nbs/04n_pipeline.ipynb #064ef6c3
 def engine_process(o) -> bool:
     """Whether the engine of the run `o` (a RunOptions) runs in a process of its own: --async on the CPU with --workers
     local, unless --engine-thread."""
     return o.async_ and o.placement == "local" and o.device == "cpu" and not o.engine_thread
-
