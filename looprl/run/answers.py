@@ -71,7 +71,8 @@ _SENTENCE_END = re.compile(r"\.(?=\s|$)")
 
 _CLAUSE = re.compile(r",\s+(?=[A-Za-z]{2})")                     # "5, and that is final"
 _WORD = re.compile(r"(?<![\\A-Za-z{])[A-Za-z]{2,}")                 # an English word, not \cmd or {text}
-_MATH_WORDS = {"pi", "ln", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "arcsin", "arccos", "arctan", "infty", "infinity"}
+_MATH_WORDS = {"pi", "ln", "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "arcsin", "arccos", "arctan",
+               "infty", "infinity"}
 
 def _clean_phrase_answer(s: str) -> str | None:
     s = s.strip().strip("*").strip()
@@ -97,10 +98,12 @@ def _clean_phrase_answer(s: str) -> str | None:
 _LEAD_IN = re.compile(r"[\s*:#$]*(?:(?:so|thus|therefore|hence|the)\b[\s,]*)*", re.IGNORECASE)
 
 def phrase_answers(text: str) -> list[tuple[str, int, int]]:
-    "(answer, phrase start, answer end) after each final-answer phrase; a phrase that only leads into the next is skipped."
+    """(answer, phrase start, answer end) after each final-answer phrase; a phrase that only leads into the next is
+    skipped."""
     phrases, out = list(_PHRASE.finditer(text)), []
     for m, nxt in zip(phrases, phrases[1:] + [None]):
-        if nxt is not None and _LEAD_IN.fullmatch(text, m.end(), nxt.start()): continue   # "Final Answer: The final answer is 5"
+        if nxt is not None and _LEAD_IN.fullmatch(text, m.end(), nxt.start()):
+            continue   # "Final Answer: The final answer is 5"
         rest = text[m.end():m.end() + CLAUSE_CHARS]
         answer = _clean_phrase_answer(rest)
         if answer: out.append((answer, m.start(), m.end() + max(rest.find(answer), 0) + len(answer)))
@@ -132,8 +135,10 @@ _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mbox|operatorna
 _CANDIDATE = r"[-+(]?\s*(?:\d|\$|\\(?:boxed|fbox|[dt]?frac|sqrt|pi)(?![A-Za-z]))"     # how an answer starts
 _NEGATION = re.compile(r"(?:\b(?:not|never|no|cannot|nor)\b|\b[a-z]+n['’]t\b|\\neq?(?![A-Za-z])|≠)"
                        r"(?:\s+[a-z]+){0,3}\s*(?=" + _CANDIDATE + ")", re.IGNORECASE)
-_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|either|might|guess|unsure|not\s+sure)\b", re.IGNORECASE)
-_OR_BETWEEN = re.compile(r"(?:[\d}$)\]]|\b[A-Za-z]\b)\s*,?\s*\bor\b\s*(?:[A-Za-z]\s*=\s*)?(?=" + _CANDIDATE + r"|\b[A-Za-z]\b)",
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably|likely|either|might|guess|unsure|not\s+sure)\b",
+                    re.IGNORECASE)
+_OR_BETWEEN = re.compile(r"(?:[\d}$)\]]|\b[A-Za-z]\b)\s*,?\s*\bor\b\s*(?:[A-Za-z]\s*=\s*)?(?="
+                         + _CANDIDATE + r"|\b[A-Za-z]\b)",
                          re.IGNORECASE)
 
 def _plain(s: str) -> str: return _LATEX_TEXT.sub(r" \1 ", s).replace("*", "")
@@ -149,7 +154,8 @@ _SENTENCE_BREAK = re.compile(r"[.!?](?=\s|$)|\n")
 _CLAUSE_BREAK = re.compile(r"[.!?,;:](?=\s|$)|\n")
 
 def _span(text: str, start: int, end: int, breaks: re.Pattern) -> tuple[int, int]:
-    "[start, end) widened to the last of `breaks` before it and to the end of its sentence (CLAUSE_CHARS at most each way)."
+    """[start, end) widened to the last of `breaks` before it and to the end of its sentence (CLAUSE_CHARS at most each
+    way)."""
     lo, hi = max(0, start - CLAUSE_CHARS), min(len(text), end + CLAUSE_CHARS)
     b = _SENTENCE_BREAK.search(text, end, hi)
     return max((m.end() for m in breaks.finditer(text, lo, start)), default=lo), b.start() if b else hi

@@ -20,12 +20,13 @@ __all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA'
            'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts',
            'main']
 
-# %% ../../nbs/04a_data.ipynb #9799c852
+# %% ../../nbs/04a_data.ipynb #3868fdfc
 class DataError(ValueError):
     "Prompt data that looprl cannot use; the message names the file, line and field."
 
 REQUIRED_FIELDS = ("prompt", "label")
-_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object", type(None): "null"}
+_JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
+               type(None): "null"}
 
 def _short(v, n=60):
     t = json.dumps(v, ensure_ascii=False)
@@ -36,10 +37,12 @@ def _row(obj, src: str) -> dict:
     for k in REQUIRED_FIELDS:
         if k not in obj: raise DataError(f"{src}: missing field '{k}'")
         v = obj[k]
-        if not isinstance(v, str): raise DataError(f"{src}: field '{k}' must be a string, got {_JSON_TYPES[type(v)]} {_short(v)}")
+        if not isinstance(v, str):
+            raise DataError(f"{src}: field '{k}' must be a string, got {_JSON_TYPES[type(v)]} {_short(v)}")
         if not v.strip(): raise DataError(f"{src}: field '{k}' is empty")
     return obj
 
+# %% ../../nbs/04a_data.ipynb #f5b8addb
 def load_prompts(path) -> list[dict]:
     "Rows of a JSONL prompt file, each with string `prompt` and `label` (extra keys kept)."
     p = Path(path)
@@ -53,11 +56,13 @@ def load_prompts(path) -> list[dict]:
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip(): continue
         try: obj = json.loads(line)
-        except json.JSONDecodeError as e: raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{n}: invalid JSON: {e.msg} (column {e.colno})") from None
         rows.append(_row(obj, f"{path}:{n}"))
     if not rows: raise DataError(f"{path}: no rows")
     return rows
 
+# %% ../../nbs/04a_data.ipynb #95fa8629
 def file_sha256(path) -> str:
     "Hex SHA-256 of a file's bytes (the run contract records it for the data file)."
     h = hashlib.sha256()
@@ -70,7 +75,8 @@ class PromptCursor:
     "Deterministic row order over `n_rows` prompts: a permutation per epoch seeded by (seed, epoch)."
     def __init__(self, n_rows: int, seed: int):
         for k, v, lo in (("n_rows", n_rows, 1), ("seed", seed, 0)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise DataError(f"cursor {k} must be an int ≥ {lo}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise DataError(f"cursor {k} must be an int ≥ {lo}, got {v!r}")
         self.n_rows, self.seed, self.epoch, self.offset = n_rows, seed, 0, 0
         self._perm = (None, None)
 
@@ -82,7 +88,8 @@ class PromptCursor:
 
     def take(self, k: int) -> list[int]:
         "The next `k` row indices, continuing into the next epoch(s) when this one runs out."
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0: raise DataError(f"take: k must be an int ≥ 0, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise DataError(f"take: k must be an int ≥ 0, got {k!r}")
         out = []
         while len(out) < k:
             m = min(k - len(out), self.n_rows - self.offset)
@@ -99,19 +106,23 @@ class PromptCursor:
         if not isinstance(d, dict): raise DataError(f"cursor state must be a dict, got {type(d).__name__}")
         for k in ("seed", "n_rows", "epoch", "offset"):
             if k not in d: raise DataError(f"cursor state field '{k}': missing")
-            if isinstance(d[k], bool) or not isinstance(d[k], int): raise DataError(f"cursor state field '{k}': must be an int, got {d[k]!r}")
+            if isinstance(d[k], bool) or not isinstance(d[k], int):
+                raise DataError(f"cursor state field '{k}': must be an int, got {d[k]!r}")
         extra = sorted(set(d) - {"seed", "n_rows", "epoch", "offset"})
         if extra: raise DataError(f"cursor state field '{extra[0]}': unknown field")
         for k in ("n_rows", "seed"):
-            if d[k] != getattr(self, k): raise DataError(f"cursor state field '{k}': state has {d[k]}, cursor has {getattr(self, k)}")
+            if d[k] != getattr(self, k):
+                raise DataError(f"cursor state field '{k}': state has {d[k]}, cursor has {getattr(self, k)}")
         if d["epoch"] < 0: raise DataError(f"cursor state field 'epoch': must be ≥ 0, got {d['epoch']}")
-        if not 0 <= d["offset"] < self.n_rows: raise DataError(f"cursor state field 'offset': must be in [0, {self.n_rows}), got {d['offset']}")
+        if not 0 <= d["offset"] < self.n_rows:
+            raise DataError(f"cursor state field 'offset': must be in [0, {self.n_rows}), got {d['offset']}")
         self.epoch, self.offset = d["epoch"], d["offset"]
         return self
 
-    def __repr__(self): return f"PromptCursor(n_rows={self.n_rows}, seed={self.seed}, epoch={self.epoch}, offset={self.offset})"
+    def __repr__(self):
+        return f"PromptCursor(n_rows={self.n_rows}, seed={self.seed}, epoch={self.epoch}, offset={self.offset})"
 
-# %% ../../nbs/04a_data.ipynb #b5a547c0
+# %% ../../nbs/04a_data.ipynb #5de7e3b1
 ASSETS = Path(__file__).parent.parent / "assets" if "__file__" in globals() else Path("../looprl/assets")
 SPLITS = ("warmstart", "prompts", "heldout")
 SPLIT_FILES = {s: ASSETS / "data" / f"arithmetic-{s}.jsonl" for s in SPLITS}
@@ -120,16 +131,20 @@ SPLIT_SIZES, ARITHMETIC_SEED = {"heldout": 512, "prompts": 2048}, 0    # the war
 
 def arithmetic_question(a: int, op: str, b: int) -> dict:
     "One question of the embedded task: zero-padded operands, the exact answer as label."
-    if op not in "+-" or not (0 <= a < 100 and 0 <= b < 100) or (op == "-" and b > a): raise ValueError(f"not a task question: {a} {op} {b}")
+    if op not in "+-" or not (0 <= a < 100 and 0 <= b < 100) or (op == "-" and b > a):
+        raise ValueError(f"not a task question: {a} {op} {b}")
     return {"prompt": f"{a:02d}{op}{b:02d}=", "label": str(a + b if op == "+" else a - b)}
 
+# %% ../../nbs/04a_data.ipynb #f9c4634c
 def all_arithmetic() -> list[dict]:
     "Every question of the task: a + b for a, b < 100 and a − b for b ≤ a < 100."
     return [arithmetic_question(a, "+", b) for a in range(100) for b in range(100)] + \
            [arithmetic_question(a, "-", b) for a in range(100) for b in range(a + 1)]
 
+# %% ../../nbs/04a_data.ipynb #911125e2
 def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
-    "The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then the warm start."
+    """The three disjoint splits: questions ordered by BLAKE2b(seed, prompt); held-out first, then the RL prompts, then
+    the warm start."""
     rank = lambda r: hashlib.blake2b(f"looprl-split:{seed}:{r['prompt']}".encode(), digest_size=16).digest()
     rows = sorted(all_arithmetic(), key=rank)
     h, p = SPLIT_SIZES["heldout"], SPLIT_SIZES["prompts"]
@@ -137,6 +152,7 @@ def arithmetic_splits(seed: int = ARITHMETIC_SEED) -> dict[str, list[dict]]:
 
 def jsonl_text(rows: list[dict]) -> str: return "".join(json.dumps(r) + "\n" for r in rows)
 
+# %% ../../nbs/04a_data.ipynb #79792693
 def write_splits(folder=ASSETS / "data", seed: int = ARITHMETIC_SEED) -> dict[str, Path]:
     "Write the three split files into `folder` (what the package ships)."
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
@@ -144,17 +160,20 @@ def write_splits(folder=ASSETS / "data", seed: int = ARITHMETIC_SEED) -> dict[st
     for s, rows in arithmetic_splits(seed).items(): out[s].write_text(jsonl_text(rows))
     return out
 
-# %% ../../nbs/04a_data.ipynb #3debc347
+# %% ../../nbs/04a_data.ipynb #824ed3f8
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>")
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 TINY_ALPHABET = string.digits + string.ascii_lowercase + string.ascii_uppercase + " " + string.punctuation + "\n"
 TINY_VOCAB = 1024  # the tiny models' vocabulary size; every id must stay below it
 
 def build_char_tokenizer(alphabet: str = TINY_ALPHABET) -> Tokenizer:
-    "A character-level `tokenizers.Tokenizer`: `<pad>`, `<bos>`, `<eos>` = 0, 1, 2, then one id per character of `alphabet`."
+    """A character-level `tokenizers.Tokenizer`: `<pad>`, `<bos>`, `<eos>` = 0, 1, 2, then one id per character of
+    `alphabet`."""
     if len(set(alphabet)) != len(alphabet): raise ValueError("alphabet has repeated characters")
-    if len(alphabet) + len(SPECIAL_TOKENS) > TINY_VOCAB: raise ValueError(f"{len(alphabet)} characters + 3 specials exceed the vocabulary of {TINY_VOCAB}")
-    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)} | {ch: i + len(SPECIAL_TOKENS) for i, ch in enumerate(alphabet)}
+    if len(alphabet) + len(SPECIAL_TOKENS) > TINY_VOCAB:
+        raise ValueError(f"{len(alphabet)} characters + 3 specials exceed the vocabulary of {TINY_VOCAB}")
+    vocab = ({t: i for i, t in enumerate(SPECIAL_TOKENS)}
+             | {ch: i + len(SPECIAL_TOKENS) for i, ch in enumerate(alphabet)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tok.decoder = decoders.Fuse()
@@ -162,14 +181,18 @@ def build_char_tokenizer(alphabet: str = TINY_ALPHABET) -> Tokenizer:
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", BOS_ID)])
     return tok
 
+# %% ../../nbs/04a_data.ipynb #f455c9ea
 def encode_prompt(tok: Tokenizer, text: str) -> list[int]:
     "`<bos>` followed by one id per character; refuses characters outside the alphabet."
     for i, ch in enumerate(text):
-        if tok.token_to_id(ch) is None: raise DataError(f"character {ch!r} at index {i} of {text!r} is not in the tokenizer's alphabet")
+        if tok.token_to_id(ch) is None:
+            raise DataError(f"character {ch!r} at index {i} of {text!r} is not in the tokenizer's alphabet")
     ids = tok.encode(text, add_special_tokens=False).ids
-    if len(ids) != len(text): raise DataError(f"{text!r} contains the text of a special token ({', '.join(SPECIAL_TOKENS)})")
+    if len(ids) != len(text):
+        raise DataError(f"{text!r} contains the text of a special token ({', '.join(SPECIAL_TOKENS)})")
     return [tok.token_to_id("<bos>")] + ids
 
+# %% ../../nbs/04a_data.ipynb #ef83d1e0
 def decode_response(tok: Tokenizer, ids) -> str:
     "The text of generated `ids` up to the first `<eos>`; special tokens and ids outside the vocabulary are dropped."
     eos, keep = tok.token_to_id("<eos>"), []
@@ -205,7 +228,8 @@ def decode_text(tok: Tokenizer, cfg: LoopedConfig, ids) -> str:
 
 # %% ../../nbs/04a_data.ipynb #76a8a3e8
 def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) -> list[list[int]]:
-    "Every row's prompt ids (rows as `load_prompts(path)` read them); a prompt that does not encode is an error naming its line."
+    """Every row's prompt ids (rows as `load_prompts(path)` read them); a prompt that does not encode is an error
+    naming its line."""
     lines = [n for n, t in enumerate(Path(path).read_text().splitlines(), 1) if t.strip()]
     out = []
     for i, r in enumerate(rows):

@@ -21,28 +21,34 @@ from ..rollout.exits import ExitRule, check_exit_rule
 __all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
            'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model']
 
-# %% ../../nbs/04l_evaluation.ipynb #985f1ac9
+# %% ../../nbs/04l_evaluation.ipynb #2bffd6ca
 @dataclass(frozen=True)
 class EvalSpec:
-    "How to evaluate: one greedy completion per question plus `samples` at `temperature` (0: greedy only); seeds from `seed`."
+    """How to evaluate: one greedy completion per question plus `samples` at `temperature` (0: greedy only); seeds from
+    `seed`."""
     samples: int = 4
     temperature: float = 0.8
     seed: int = 0
     max_new_tokens: int = 8
-    exit_threshold: float = 1.0      # Ouro's adaptive exit (looprl.rollout.exits): the rule the completions are generated under
+    # Ouro's adaptive exit (looprl.rollout.exits): the rule the completions are generated under
+    exit_threshold: float = 1.0
     exit_mode: str = "threshold"
 
     def validate(self) -> "EvalSpec":
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0: raise ValueError(f"samples: must be an int ≥ 0 (0: greedy only), got {self.samples!r}")
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature > 0):
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0:
+            raise ValueError(f"samples: must be an int ≥ 0 (0: greedy only), got {self.samples!r}")
+        t = self.temperature
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and t > 0):
             raise ValueError(f"temperature: must be a finite number > 0, got {self.temperature!r}")
         if not 0 <= self.seed < 2**63: raise ValueError(f"seed: must be in [0, 2**63), got {self.seed!r}")
         if self.max_new_tokens < 1: raise ValueError(f"max_new_tokens: must be ≥ 1, got {self.max_new_tokens!r}")
         check_exit_rule(self.exit_threshold, self.exit_mode)
         return self
 
+# %% ../../nbs/04l_evaluation.ipynb #d1d42221
 def eval_seed(seed: int, question: int, sample: int) -> int:
-    "Completion seed of `sample` (−1: the greedy one) of `question`: BLAKE2b('looprl-eval', seed, question, sample) mod 2**63."
+    """Completion seed of `sample` (−1: the greedy one) of `question`: BLAKE2b('looprl-eval', seed, question, sample)
+    mod 2**63."""
     ident = f"looprl-eval:{seed}:{question}:{sample}".encode()
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
@@ -52,12 +58,13 @@ def eval_requests(prompt_ids: list[list[int]], spec: EvalSpec, stop_ids=()) -> l
     reqs = []
     for q, ids in enumerate(prompt_ids):
         for k in range(-1, spec.samples):
-            reqs.append(Request(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k), max_new_tokens=spec.max_new_tokens,
-                             temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids),
-                             exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode))
+            reqs.append(Request(prompt_ids=list(ids), seed=eval_seed(spec.seed, q, k),
+                                max_new_tokens=spec.max_new_tokens,
+                                temperature=0.0 if k < 0 else spec.temperature, stop_ids=tuple(stop_ids),
+                                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode))
     return reqs
 
-# %% ../../nbs/04l_evaluation.ipynb #f0a62c1e
+# %% ../../nbs/04l_evaluation.ipynb #c630ad96
 def mean_ci(xs: list[float]) -> tuple[float, float]:
     "Mean and the half-width of its 95 % normal interval."
     n = len(xs)
@@ -66,20 +73,23 @@ def mean_ci(xs: list[float]) -> tuple[float, float]:
     var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
     return m, 1.96 * math.sqrt(var / n)
 
+# %% ../../nbs/04l_evaluation.ipynb #5d8ec588
 def accuracies(greedy: list[float], sampled: list[list[float]]) -> dict:
-    "Greedy accuracy, sampled accuracy and pass@K over questions, each with its 95 % half-width (no samples: greedy only)."
+    """Greedy accuracy, sampled accuracy and pass@K over questions, each with its 95 % half-width (no samples: greedy
+    only)."""
     out = dict(zip(("greedy_accuracy", "greedy_ci"), mean_ci(greedy)))
     if sampled and sampled[0]:
         out.update(zip(("sampled_accuracy", "sampled_ci"), mean_ci([sum(s) / len(s) for s in sampled])))
         out.update(zip(("pass_at_k", "pass_at_k_ci"), mean_ci([max(s) for s in sampled])))
     return out
 
-# %% ../../nbs/04l_evaluation.ipynb #db376bba
+# %% ../../nbs/04l_evaluation.ipynb #37643a06
 def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, reward, spec: EvalSpec = EvalSpec(),
              stop_ids=()) -> dict:
     "Held-out accuracies of the policy behind `generate` (Requests → Completions) on `prompt_ids` and `labels`."
     spec.validate()
-    if len(prompt_ids) != len(labels) or not labels: raise ValueError(f"{len(prompt_ids)} prompts for {len(labels)} labels")
+    if len(prompt_ids) != len(labels) or not labels:
+        raise ValueError(f"{len(prompt_ids)} prompts for {len(labels)} labels")
     comps = generate(eval_requests(prompt_ids, spec, stop_ids))
     per = 1 + spec.samples
     results = [score_completion(reward, decode(c.tokens), labels[i // per], c.tokens) for i, c in enumerate(comps)]
@@ -89,16 +99,19 @@ def evaluate(generate, prompt_ids: list[list[int]], labels: list[str], decode, r
     statuses = {}
     for r in results: statuses[r.status] = statuses.get(r.status, 0) + 1
     depths = [d for c in comps for d in getattr(c, "depths", ())]          # each generated token's loop count
-    return dict(**accuracies(greedy, sampled), questions=len(labels), samples=spec.samples, temperature=spec.temperature,
-                seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps), reward_statuses=statuses,
-                exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode, mean_exit_depth=sum(depths) / len(depths) if depths else None)
+    return dict(**accuracies(greedy, sampled), questions=len(labels), samples=spec.samples,
+                temperature=spec.temperature, seed=spec.seed, completion_tokens=sum(len(c.tokens) for c in comps),
+                reward_statuses=statuses, exit_threshold=spec.exit_threshold, exit_mode=spec.exit_mode,
+                mean_exit_depth=sum(depths) / len(depths) if depths else None)
 
+# %% ../../nbs/04l_evaluation.ipynb #ecfd4ebc
 def summary_line(r: dict) -> str:
     "One line for a terminal."
     pct = lambda k, ci: f"{100 * r[k]:.1f}% ± {100 * r[ci]:.1f}"
     line = f"{r['questions']} questions: greedy {pct('greedy_accuracy', 'greedy_ci')}"
-    if r["samples"]: line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} ({r['samples']} samples)"
-                              f" · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
+    if r["samples"]:
+        line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} "
+                 f"({r['samples']} samples) · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
     if ExitRule(r.get("exit_threshold", 1.0), r.get("exit_mode", "threshold")).adaptive:
         line += f" · mean exit depth {r['mean_exit_depth']:.2f} (exit {r['exit_mode']} q={r['exit_threshold']:g})"
     return line
@@ -113,10 +126,11 @@ def model_generate(model, max_batch: int = 64, max_len: int | None = None):
     eng.publish(1, export_tensors(model, device=p.device))
     return eng.generate
 
-# %% ../../nbs/04l_evaluation.ipynb #59eb742c
+# %% ../../nbs/04l_evaluation.ipynb #2fc1b5e0
 class EvalInputError(UsageError):
     "Bad input to looprl.eval (a `looprl.core.cli.UsageError`); printed as one line, exit status 2."
 
+# %% ../../nbs/04l_evaluation.ipynb #0930d2e2
 def policy_dir(path) -> Path:
     "The checkpoint to evaluate: `path` itself, or the newest policy a run exported."
     p = Path(path)
@@ -124,26 +138,33 @@ def policy_dir(path) -> Path:
     if (p / "run.json").is_file():
         from looprl.core.state import latest_policy
         d = latest_policy(p)
-        if d is None: raise EvalInputError(f"{path}: the run has exported no policy yet (it exports at its last update and every --export-every updates)")
+        if d is None:
+            raise EvalInputError(f"{path}: the run has exported no policy yet (it exports at its last update and every "
+                                 "--export-every updates)")
         return d
     raise EvalInputError(f"{path}: neither a checkpoint directory (no config.json) nor a looprl run (no run.json)")
 
 # %% ../../nbs/04l_evaluation.ipynb #evrun01c
 def run_eval_settings(path) -> dict:
-    "For a run directory, the settings of its own held-out evaluations as `evaluate_model` keywords and an `EvalSpec`; else {}."
+    """For a run directory, the settings of its own held-out evaluations as `evaluate_model` keywords and an
+    `EvalSpec`; else {}."""
     f = Path(path) / "run.json"
     if not f.is_file(): return {}
     try: doc = json.loads(f.read_text()); o, s = doc["options"], doc["contract"]["settings"]
-    except (ValueError, KeyError, TypeError) as e: raise EvalInputError(f"{f}: not a readable run file ({type(e).__name__}: {e})") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise EvalInputError(f"{f}: not a readable run file ({type(e).__name__}: {e})") from None
     return dict(data=o.get("eval_data") or str(HELDOUT_DATA), limit=o.get("eval_limit"), precision=s.get("precision"),
-                device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD), threads=o.get("threads"),
+                device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD),
+                threads=o.get("threads"),
                 max_batch=max(o["prompts_per_update"] * o["group_size"], 64) if "prompts_per_update" in o else 64,
-                spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"], max_new_tokens=o["max_response_tokens"],
-                              exit_threshold=o.get("exit_threshold", 1.0), exit_mode=o.get("exit_mode", "threshold")))
+                spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"],
+                              max_new_tokens=o["max_response_tokens"], exit_threshold=o.get("exit_threshold", 1.0),
+                              exit_mode=o.get("exit_mode", "threshold")))
 
 # %% ../../nbs/04l_evaluation.ipynb #a36ed525
-def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None, device: str = "cpu",
-                   reward: str = DEFAULT_REWARD, limit: int | None = None, max_batch: int = 64) -> dict:
+def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None,
+                   device: str = "cpu", reward: str = DEFAULT_REWARD, limit: int | None = None,
+                   max_batch: int = 64) -> dict:
     "Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine."
     from looprl.rollout.engine import Engine
     from looprl.run.data import encode_prompts
@@ -157,7 +178,11 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     if precision not in ("fp16", "fp32"): raise EvalInputError(f"--precision: {precision!r} is not fp16 or fp32")
     dtype = torch.float16 if precision == "fp16" else torch.float32
     max_len = max(map(len, ids)) + spec.max_new_tokens
-    if max_len > cfg.max_positions: raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has {cfg.max_positions}")
+    if max_len > cfg.max_positions:
+        raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has "
+                             f"{cfg.max_positions}")
     eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len)
-    r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward), spec, cfg.eos_token_ids)
-    return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward, publication_digest=eng.committed_digest)
+    r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward),
+                 spec, cfg.eos_token_ids)
+    return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward,
+                publication_digest=eng.committed_digest)

@@ -39,7 +39,7 @@ def flat_scalars(line: dict, prefix: str = "") -> dict:
         elif isinstance(v, (int, float)) and not isinstance(v, bool): out[f"{prefix}{k}"] = v
     return out
 
-# %% ../../nbs/04m_logs.ipynb #9b83e266
+# %% ../../nbs/04m_logs.ipynb #765d10f7
 def rollout_values(record: dict) -> dict:
     "The per-update distributions of a rollout record: rewards, advantages and |log-prob parity| per token."
     cs = record["completions"]
@@ -48,6 +48,7 @@ def rollout_values(record: dict) -> dict:
                 advantages=[a for c in cs for a in flat(c.get("advantages", []))],
                 logprob_parity=[abs(a - b) for c in cs for a, b in zip(c["logprobs"], c.get("replay_logprobs") or [])])
 
+# %% ../../nbs/04m_logs.ipynb #8e19496c
 def samples_text(record: dict, n: int = 4) -> str:
     "The first `n` completions of a rollout record as Markdown: prompt, decoded response, label and reward."
     return "\n\n".join(f"`{c['prompt_text']}` → `{c['response_text']}` (label `{c['label']}`, reward {c['reward']:g})"
@@ -81,12 +82,14 @@ def write(self: RunLog, line: dict):
     rec = self.run / "rollouts" / f"update-{u:06d}.json"
     if group != "update" or not rec.exists(): return
     record = json.loads(rec.read_text())
-    self.histograms(u, {f"update/{name}": np.asarray(vs, dtype=np.float64) for name, vs in rollout_values(record).items() if vs})
+    values = rollout_values(record)
+    self.histograms(u, {f"update/{name}": np.asarray(vs, dtype=np.float64) for name, vs in values.items() if vs})
     self.text(u, "update/samples", samples_text(record))
 
 # %% ../../nbs/04m_logs.ipynb #9527279d
 class TensorBoardLog(RunLog):
-    "Event files in `<run>/tensorboard`; `start`: the first update of this process (later events of earlier ones are purged)."
+    """Event files in `<run>/tensorboard`; `start`: the first update of this process (later events of earlier ones are
+    purged)."""
     def __init__(self, run_dir, start: int = 0):
         from torch.utils.tensorboard import SummaryWriter
         super().__init__(run_dir, len(read_metrics(Path(run_dir))))
@@ -114,7 +117,8 @@ class WandbLog(RunLog):
     def __init__(self, run_dir, start: int = 0):
         import wandb
         self.wandb, self.state_file = wandb, Path(run_dir) / "wandb" / "looprl.json"
-        st = json.loads(self.state_file.read_text()) if self.state_file.exists() else dict(id=secrets.token_hex(6), lines=0, parts=0)
+        st = json.loads(self.state_file.read_text()) if self.state_file.exists() else dict(id=secrets.token_hex(6),
+                                                                                           lines=0, parts=0)
         super().__init__(run_dir, st["lines"])
         self.id, self.part = st["id"], st["parts"] + 1       # this process's part: its offline folder's suffix
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
@@ -131,15 +135,17 @@ class WandbLog(RunLog):
     def text(self, step, name, text): self.wb.log({name: self.wandb.Html(f"<pre>{html.escape(text)}</pre>")}, step=step)
     def flush(self): atomic_write_text(self.state_file, json.dumps(dict(id=self.id, lines=self.seen, parts=self.part)))
     def finish(self):
-        "End the W&B run and wait (30 s at most) until its record log is complete: `finish` can return before W&B's writer is done."
+        """End the W&B run and wait (30 s at most) until its record log is complete: `finish` can return before W&B's
+        writer is done."""
         self.wb.finish()
         for _ in range(600):                                   # no file at all: WANDB_MODE=disabled
             if not self.sync_file.exists() or _complete(self.sync_file): return
             time.sleep(0.05)
 
-# %% ../../nbs/04m_logs.ipynb #124edc9a
+# %% ../../nbs/04m_logs.ipynb #39e2a847
 def _log_chunks(data: bytes, block: int = 32768):
-    "The records of a LevelDB-format log after W&B's 7-byte file header: chunks joined (FULL=1, FIRST=2, MIDDLE=3, LAST=4)."
+    """The records of a LevelDB-format log after W&B's 7-byte file header: chunks joined (FULL=1, FIRST=2, MIDDLE=3,
+    LAST=4)."""
     pos, part = 7, b""
     while pos + 7 <= len(data):
         left = block - pos % block
@@ -149,6 +155,7 @@ def _log_chunks(data: bytes, block: int = 32768):
         part = chunk if kind in (1, 2) else part + chunk
         if kind in (1, 4): yield part
 
+# %% ../../nbs/04m_logs.ipynb #9e4833fc
 def _history_row(items) -> dict:
     "A history record's items as a dict; a media value's fields (nested keys) gathered under its name."
     row = {}
@@ -159,6 +166,7 @@ def _history_row(items) -> dict:
         d[last] = json.loads(i.value_json)
     return row
 
+# %% ../../nbs/04m_logs.ipynb #0bb42c07
 def _records(path: Path) -> list:
     "The `Record`s of a W&B run file."
     from wandb.proto.wandb_internal_pb2 import Record
@@ -166,15 +174,18 @@ def _records(path: Path) -> list:
     if data[:4] != b":W&B": raise ValueError(f"{path}: not a W&B run file")
     return [Record.FromString(chunk) for chunk in _log_chunks(data)]
 
+# %% ../../nbs/04m_logs.ipynb #9a0f9faf
 def _complete(path: Path) -> bool:
     "Whether a W&B run file ends with its exit record (its writer is done)."
     try: return path.exists() and _records(path)[-1].WhichOneof("record_type") == "exit"
     except Exception: return False                      # a record still being written
 
+# %% ../../nbs/04m_logs.ipynb #b1750306
 def wandb_history(run_dir) -> list[dict]:
     "Every history row of the run's offline W&B files, oldest process first: {key: value}, with W&B's `_step`."
     files = sorted((Path(run_dir) / "wandb").glob("offline-run-*-part*/run-*.wandb"), key=lambda f: f.parent.name[-4:])
-    return [_history_row(r.history.item) for f in files for r in _records(f) if r.WhichOneof("record_type") == "history"]
+    return [_history_row(r.history.item) for f in files for r in _records(f)
+            if r.WhichOneof("record_type") == "history"]
 
 # %% ../../nbs/04m_logs.ipynb #d10f7ebb
 LOG_BACKENDS = dict(tensorboard=TensorBoardLog, wandb=WandbLog)

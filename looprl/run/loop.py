@@ -19,8 +19,9 @@ from ..rollout.records import Request, Completion, Rollout
 from .reward_specs import score_completion, RewardError
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
-from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences, read_contract,
-                               seed_everything, restore, append_metrics, read_metrics, policy_path, POLICIES, LATEST, METRICS)
+from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences,
+                               read_contract, seed_everything, restore, append_metrics, read_metrics, policy_path,
+                               POLICIES, LATEST, METRICS)
 from .placement import Placement, PlacementError
 from .options import RunOptions, NOT_STORED     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
@@ -29,8 +30,9 @@ from .prepare import Prepared, prepare
 
 # %% auto #0
 __all__ = ['completion_seed', 'open_run', 'kept_line', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed',
-           'score', 'count', 'eval_due', 'heldout_line', 'one_update', 'export_policy', 'RunInterrupted',
-           'signals_as_exceptions', 'start_workers', 'interrupted_message', 'run']
+           'score', 'count', 'eval_due', 'heldout_line', 'sample_rollout', 'train_rollout', 'rollout_records',
+           'update_line', 'check_skipped', 'save_progress', 'one_update', 'export_policy', 'RunInterrupted',
+           'signals_as_exceptions', 'start_workers', 'interrupted_message', 'rollout_pipeline', 'finish_summary', 'run']
 
 # %% ../../nbs/04k_loop.ipynb #1d6408e0
 def completion_seed(run_seed: int, update: int, index: int) -> int:
@@ -38,11 +40,12 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
     ident = b"".join(int(x).to_bytes(8, "little") for x in (run_seed, update, index))
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
-# %% ../../nbs/04k_loop.ipynb #701408c5
+# %% ../../nbs/04k_loop.ipynb #1dc8a9b5
 def _run_file(p: Prepared) -> str:
     o = p.opts
     options = {k: v for k, v in o.flat().items() if k not in NOT_STORED}
-    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),   # paths as resolved, defaults included
+    # paths as resolved, defaults included
+    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),
                    eval_data=str(Path(o.eval_path).resolve()) if o.eval_path is not None else None)
     return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
 
@@ -50,7 +53,8 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
     "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
     o, run = p.opts, Path(p.opts.output)
     if not o.resume:
-        if run.exists() and any(run.iterdir()): raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
+        if run.exists() and any(run.iterdir()):
+            raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
         atomic_write_text(run / "run.json", _run_file(p))
@@ -64,20 +68,25 @@ def open_run(p: Prepared) -> tuple[Path, dict | None]:
     except RunError as e: raise UsageError(str(e)) from None
     loop = load_loop_state(ck, restore=False) if ck else None
     done = loop["next_update"] if loop else 0
-    if done >= o.updates: raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to extend it)")
-    if stored["updates"] != o.updates: atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
+    if done >= o.updates:
+        raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to "
+                         "extend it)")
+    if stored["updates"] != o.updates:
+        atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
     return run, loop
 
+# %% ../../nbs/04k_loop.ipynb #47452839
 def kept_line(l: dict, next_update: int) -> dict | None:
-    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation of a finished
-    run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
+    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation
+    of a finished run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
     if l["update"] < next_update: return l
     if l["update"] == next_update and l.get("kind") == "heldout" and l.get("final"): return {**l, "segment_end": True}
     return None
 
+# %% ../../nbs/04k_loop.ipynb #44786cee
 def truncate_records(run: Path, next_update: int):
-    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics line;
-    a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
+    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics
+    line; a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
     m = run / METRICS
     if m.exists():
         kept = [k for l in read_metrics(run) if (k := kept_line(l, next_update)) is not None]
@@ -85,30 +94,37 @@ def truncate_records(run: Path, next_update: int):
     for f in (run / "rollouts").glob("update-*.json"):
         if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
-# %% ../../nbs/04k_loop.ipynb #37529131
+# %% ../../nbs/04k_loop.ipynb #9bb0fd4e
 def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[Request]:
     "Engine requests for the prompts of this update, G completions each, in group order."
     o, G, reqs = p.opts, p.opts.group_size, []
     for j, r in enumerate(prompt_rows):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
-                             max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature, stop_ids=tuple(p.cfg.eos_token_ids),
-                                exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode))
+                                max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
+                                stop_ids=tuple(p.cfg.eos_token_ids), exit_threshold=o.rollout.exit_threshold,
+                                exit_mode=o.rollout.exit_mode))
     return reqs
 
+# %% ../../nbs/04k_loop.ipynb #46733ed6
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
     "Fail closed: every request answered in order, under the committed publication, with a matching trace."
-    if len(comps) != len(reqs): raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
+    if len(comps) != len(reqs):
+        raise RuntimeError(f"engine returned {len(comps)} completions for {len(reqs)} requests (incomplete groups)")
     for i, (r, c) in enumerate(zip(reqs, comps)):
         tr = c.trace
-        if tr.seed != r.seed: raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r.seed} (reordered group)")
+        if tr.seed != r.seed:
+            raise RuntimeError(f"completion {i}: seed {tr.seed} is not the requested {r.seed} (reordered group)")
         if c.policy_version != version or c.publication_digest != digest:
-            raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed {version}")
-        if len(c.logprobs) != len(c.tokens): raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
+            raise RuntimeError(f"completion {i}: sampled under version {c.policy_version}, expected the committed "
+                               f"{version}")
+        if len(c.logprobs) != len(c.tokens):
+            raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
         check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
                     engine_revision=p.contract["engine_revision"], environment=p.contract["environment"],
                     adaptive=ExitRule(r.exit_threshold, r.exit_mode).adaptive)
 
+# %% ../../nbs/04k_loop.ipynb #5f2de79f
 class RunFailed(RuntimeError):
     "The run stopped on a condition it must not train through; printed as one line, exit status 1."
 
@@ -120,30 +136,103 @@ def score(p: Prepared, update: int, labels: list[str], texts: list[str], comps: 
         except RewardError as e: raise RunFailed(f"update {update}, completion {i}: {e}") from None
     return out
 
+# %% ../../nbs/04k_loop.ipynb #fd99495e
 def count(items) -> dict:
     "How often each item occurs, in sorted order."
     out = {}
     for x in items: out[x] = out.get(x, 0) + 1
     return dict(sorted(out.items()))
 
-# %% ../../nbs/04k_loop.ipynb #5cabfce9
+# %% ../../nbs/04k_loop.ipynb #d2641e04
 def eval_due(o: RunOptions, u: int) -> bool:
     "Is the policy after `u` updates evaluated? Before the first update, after the last, and every --eval-every."
     return o.eval_path is not None and (u == 0 or u == o.updates or (o.eval_every > 0 and u % o.eval_every == 0))
 
+# %% ../../nbs/04k_loop.ipynb #50366e51
 def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
     "The metrics line of a held-out evaluation of the policy after `u` updates (served as `version`)."
     o, h, t0 = p.opts, p.heldout, time.perf_counter()
-    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed, max_new_tokens=o.rollout.max_response_tokens,
-                    exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
+    spec = EvalSpec(samples=o.eval_samples, temperature=o.rollout.temperature, seed=o.seed,
+                    max_new_tokens=o.rollout.max_response_tokens, exit_threshold=o.rollout.exit_threshold,
+                    exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
                  lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
-# %% ../../nbs/04k_loop.ipynb #8d6593b7
-def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int, state: dict, bar=None,
-               writer=None, pipe=None) -> dict:
-    "Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its metrics line."
+# %% ../../nbs/04k_loop.ipynb #d9c654dd
+def sample_rollout(p: Prepared, pl: Placement, cursor: PromptCursor, u: int, seed_update: int, version: int,
+                   digest: str, pipe=None) -> tuple[list[int], list[Request], list[Completion]]:
+    "The prompt rows, requests and checked completions of update `u`: sampled now, or taken from `pipe` (--async)."
+    if pipe is not None: return pipe.rollout(u, seed_update, version, digest)   # --async: looprl.run.pipeline
+    prompt_rows = cursor.take(p.opts.prompts_per_update)
+    reqs = generate_requests(p, seed_update, prompt_rows)
+    comps = pl.engine.generate(reqs)
+    check_rollout(p, reqs, comps, version, digest)
+    return prompt_rows, reqs, comps
+
+# %% ../../nbs/04k_loop.ipynb #fa8b3cfa
+def train_rollout(p: Prepared, pl: Placement, u: int, reqs: list[Request], comps: list[Completion],
+                  rewards: list[float]) -> dict:
+    "Train on the rollout of update `u`: the trainer's metrics and per-completion records; RunFailed if refused."
+    o = p.opts
+    rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
+                      logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
+                      temperature=o.rollout.temperature, depths=[c.depths for c in comps],
+                      exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
+    try: return pl.trainer.train(rollout, o.group_size)
+    except TraceMismatch as e:
+        raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.rollout.exits
+
+# %% ../../nbs/04k_loop.ipynb #56d93635
+def rollout_records(G: int, prompt_rows: list[int], reqs: list[Request], comps: list[Completion], rows: list[dict],
+                    texts: list[str], results: list, records: dict) -> list[dict]:
+    "One record per completion, as `rollouts/update-<u>.json` keeps it: prompt, response, reward, trace, values."
+    return [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"],
+                 label=rows[i]["label"], prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens,
+                 finish_reason=c.finish_reason, logprobs=c.logprobs, reward=results[i].value,
+                 reward_status=results[i].status, trace=c.trace.to_dict(), policy_version=c.policy_version,
+                 publication_digest=c.publication_digest, **{k: v[i] for k, v in records.items()})
+            for i, c in enumerate(comps)]
+
+# %% ../../nbs/04k_loop.ipynb #b16754b2
+def update_line(u: int, version: int, digest: str, comps: list[Completion], results: list, metrics: dict,
+                t: dict) -> dict:
+    "The metrics line of update `u`: rewards and their statuses, the trainer's metrics, each phase's seconds (`t`)."
+    names, rewards = list(t), [r.value for r in results]
+    return dict(kind="update", update=u, version=version, digest=digest, policy_lag=version - comps[0].policy_version,
+                reward_mean=sum(rewards) / len(rewards), reward_statuses=count(r.status for r in results),
+                response_tokens=sum(len(c.tokens) for c in comps), **metrics,
+                time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
+
+# %% ../../nbs/04k_loop.ipynb #f9621573
+def check_skipped(p: Prepared, run_dir: Path, u: int, metrics: dict):
+    "Stop a run whose optimizer steps keep being skipped (FP16 overflows, `--max-skipped-steps` in a row)."
+    o = p.opts
+    if metrics["consecutive_skipped_steps"] >= o.trainer.max_skipped_steps:
+        last = latest_checkpoint(run_dir)
+        raise RunFailed(f"update {u}: {metrics['consecutive_skipped_steps']} consecutive optimizer steps "
+                        f"skipped (FP16 gradients overflowed at loss scale {o.trainer.loss_scale:g}); stopping. The "
+                        f"last good checkpoint is {last.name if last else 'none'}")
+
+# %% ../../nbs/04k_loop.ipynb #a8de2a47
+def save_progress(p: Prepared, pl: Placement, run_dir: Path, u: int, state: dict, line: dict, writer=None):
+    "After update `u`: the checkpoint and the policy export that are due; seconds spent waiting go in `line['time']`."
+    o = p.opts
+    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from it
+        if writer is None:
+            save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
+        else:   # looprl.run.plan
+            line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
+    if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
+        if writer is not None:   # exports beside complete checkpoints only (the disk plan)
+            line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()
+        export_policy(pl, run_dir, u + 1)
+
+# %% ../../nbs/04k_loop.ipynb #03559f1d
+def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int,
+               state: dict, bar=None, writer=None, pipe=None) -> dict:
+    """Publish → (evaluate) → generate → reward → train → record → checkpoint → (export) for update `u`; returns its
+    metrics line."""
     o, t = p.opts, {}
     def phase(name):
         if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
@@ -153,61 +242,37 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
-    if pipe is not None: prompt_rows, reqs, comps = pipe.rollout(u, seed_update, version, digest)   # --async: looprl.run.pipeline
-    else:
-        prompt_rows = cursor.take(o.prompts_per_update)
-        reqs = generate_requests(p, seed_update, prompt_rows)
-        comps = pl.engine.generate(reqs)
-        check_rollout(p, reqs, comps, version, digest)
+    prompt_rows, reqs, comps = sample_rollout(p, pl, cursor, u, seed_update, version, digest, pipe)
     phase("reward")
-    G = o.group_size
-    rows = [p.rows[prompt_rows[i // G]] for i in range(len(comps))]
+    rows = [p.rows[prompt_rows[i // o.group_size]] for i in range(len(comps))]
     texts = [decode_text(p.tokenizer, p.cfg, c.tokens) for c in comps]
     results = score(p, u, [r["label"] for r in rows], texts, comps)
-    rewards = [r.value for r in results]
     phase("train")
-    rollout = Rollout(prompt_ids=[r.prompt_ids for r in reqs], response_ids=[c.tokens for c in comps],
-                      logprobs=[c.logprobs for c in comps], seeds=[r.seed for r in reqs], rewards=rewards,
-                      temperature=o.rollout.temperature, depths=[c.depths for c in comps],
-                      exit_threshold=o.rollout.exit_threshold, exit_mode=o.rollout.exit_mode)
-    try: res = pl.trainer.train(rollout, G)
-    except TraceMismatch as e: raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.rollout.exits
-    if pipe is not None: phase("wait"); state["pending"] = pipe.finish()         # the next update's rollout, now complete
+    res = train_rollout(p, pl, u, reqs, comps, [r.value for r in results])
+    if pipe is not None:
+        phase("wait"); state["pending"] = pipe.finish()         # the next update's rollout, now complete
     phase("record")
-    recs = [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"], label=rows[i]["label"],
-                 prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens, finish_reason=c.finish_reason,
-                 logprobs=c.logprobs, reward=rewards[i], reward_status=results[i].status, trace=c.trace.to_dict(), policy_version=c.policy_version,
-                 publication_digest=c.publication_digest, **{k: v[i] for k, v in res["records"].items()}) for i, c in enumerate(comps)]
-    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json", json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
+    recs = rollout_records(o.group_size, prompt_rows, reqs, comps, rows, texts, results, res["records"])
+    atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json",
+                      json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
-    names = list(t)
-    line = dict(kind="update", update=u, version=version, digest=digest, policy_lag=version - comps[0].policy_version,
-                reward_mean=sum(rewards) / len(rewards),
-                reward_statuses=count(r.status for r in results), response_tokens=sum(len(c.tokens) for c in comps),
-                **res["metrics"], time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
+    line = update_line(u, version, digest, comps, results, res["metrics"], t)
     append_metrics(run_dir, line)
-    if res["metrics"]["consecutive_skipped_steps"] >= o.trainer.max_skipped_steps:
-        last = latest_checkpoint(run_dir)
-        raise RunFailed(f"update {u}: {res['metrics']['consecutive_skipped_steps']} consecutive optimizer steps skipped (FP16 gradients "
-                        f"overflowed at loss scale {o.trainer.loss_scale:g}); stopping. The last good checkpoint is {last.name if last else 'none'}")
+    check_skipped(p, run_dir, u, res["metrics"])
     t0 = time.perf_counter()
     state.update(next_update=u + 1, next_version=version + 1, cursor=cursor.state_dict())
-    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from the last one
-        if writer is None: save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
-        else: line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)   # looprl.run.plan
-    if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
-        if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()   # exports beside complete checkpoints only (the disk plan)
-        export_policy(pl, run_dir, u + 1)
+    save_progress(p, pl, run_dir, u, state, line, writer)
     line["time"]["checkpoint_s"] = time.perf_counter() - t0
     return line
 
+# %% ../../nbs/04k_loop.ipynb #91c7122c
 def export_policy(pl: Placement, run_dir: Path, update: int):
     "Write the actor after `update` updates as a native checkpoint under policies/, and point policies/latest at it."
     path = policy_path(run_dir, update)
     pl.trainer.export_policy(str(path))
     atomic_write_text(run_dir / POLICIES / LATEST, path.name)
 
-# %% ../../nbs/04k_loop.ipynb #c1a81e68
+# %% ../../nbs/04k_loop.ipynb #ea625977
 class RunInterrupted(Exception):
     "SIGINT or SIGTERM stopped the run; the message says where and how to resume."
     def __init__(self, signum: int, message: str): super().__init__(message); self.signum = signum
@@ -215,6 +280,7 @@ class RunInterrupted(Exception):
 class _Signal(BaseException):
     def __init__(self, signum): self.signum = signum
 
+# %% ../../nbs/04k_loop.ipynb #e83a3473
 @contextmanager
 def signals_as_exceptions():
     "Turn SIGINT and SIGTERM into a `_Signal` exception in the main thread for the duration of the block."
@@ -225,6 +291,7 @@ def signals_as_exceptions():
     finally:
         for s, h in old.items(): signal.signal(s, h)
 
+# %% ../../nbs/04k_loop.ipynb #c45605df
 def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> dict:
     """Restore a resumed run's trainer, generators, cursor and counters through the `state.restore` gate; returns the
     next update, the next version and the update the completion seeds count from (0, unless `sampler` is left fresh)."""
@@ -232,80 +299,56 @@ def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, lo
     pl.trainer.load(str(ck))
     load_loop_state(ck, restore=True)
     at = dict(update=loop["next_update"], version=1, seeds_from=loop["next_update"])
-    restore({"cursor": lambda: cursor.load_state_dict(loop["cursor"]), "version": lambda: at.update(version=loop["next_version"]),
-             "sampler": lambda: at.update(seeds_from=0)})
+    restore({"cursor": lambda: cursor.load_state_dict(loop["cursor"]),
+             "version": lambda: at.update(version=loop["next_version"]), "sampler": lambda: at.update(seeds_from=0)})
     return at
 
-# %% ../../nbs/04k_loop.ipynb #1f2d2c89
+# %% ../../nbs/04k_loop.ipynb #80f84898
 def start_workers(p: Prepared, run_dir: Path) -> Placement:
-    "The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory behind)."
+    """The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory
+    behind)."""
     o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
     trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed)
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
-                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0), max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens,
-                  engine=o.rollout.engine, cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"], engine_revision=p.contract["engine_revision"],
-                  threads=o.trainer.threads)
+                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0),
+                  max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens, engine=o.rollout.engine,
+                  cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"],
+                  engine_revision=p.contract["engine_revision"], threads=o.trainer.threads)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
-                          ray_address=None if o.ray_address in (None, "local") else o.ray_address, train_env_vars=o.train_env_vars,
-                          trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, engine_process=engine_process(o))
+                          ray_address=None if o.ray_address in (None, "local") else o.ray_address,
+                          train_env_vars=o.train_env_vars, trainer_processes=o.trainer_processes,
+                          tensor_parallel=o.tensor_parallel, engine_process=engine_process(o))
     except PlacementError as e:
         if not o.resume: shutil.rmtree(run_dir, ignore_errors=True)
         raise UsageError(str(e)) from None
 
+# %% ../../nbs/04k_loop.ipynb #9a51056c
 def interrupted_message(signum: int, run_dir: Path, where: str) -> str:
     ck = latest_checkpoint(run_dir)
     kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
-    return f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
+    return (f"interrupted by {signal.Signals(signum).name} {where}; {kept}. Continue with: python -m looprl.train "
+            f"--output {run_dir} --resume")
 
-# %% ../../nbs/04k_loop.ipynb #84e61284
-def run(o: RunOptions, progress: bool = True) -> dict:
-    "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
-    p = prepare(o)
-    p, plan = fit_prepared(p)                      # looprl.run.plan: settings that fit the devices and the disk, or refused
-    for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
-    run_dir, loop = open_run(p)
-    t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
-    try:
-        with signals_as_exceptions():
-            pl = start_workers(p, run_dir)
-            seed_everything(o.seed)     # the driver's generators start from the run seed (in-process workers share them)
-            cursor = PromptCursor(len(p.rows), o.seed)
-            at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
-            pipe = RolloutPipeline(pl.engine, cursor, o.prompts_per_update, lambda s, rows: generate_requests(p, s, rows),
-                                   lambda *a: check_rollout(p, *a)) if o.async_ else None
-            if pipe is not None and loop is not None: resume_pending(pipe, loop, latest_checkpoint(run_dir))
-            start, version = at["update"], at["version"]
-            truncate_records(run_dir, start)
-            logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
-            end = o.stop_after if o.stop_after is not None else o.updates
-            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision, start=start,
-                           updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
-            writer = CheckpointWriter(background=not o.sync_checkpoints)
-            state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
-            bar = _progress(range(start, end), progress, o.algorithm)
-            for u in bar:
-                where = f"during update {u}"
-                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state, bar, writer, pipe))
-                summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
-                version += 1
-                logs.sync()
-            if end == o.updates and eval_due(o, end):         # the final policy, served as the version the next update would publish
-                where = "during the final evaluation"
-                pl.transport.publish(version, run_dir); append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
-                logs.sync()
-            where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
-    except _Signal as e: _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
-    except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
-    except CheckpointFailed as e: raise RunFailed(str(e)) from None
-    finally:
-        if pl is not None: pl.shutdown()
-        if logs is not None: logs.close()
-    summary.update(stopped_after=end if end < o.updates else None, engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
-                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"], total_s=time.perf_counter() - t0,
-                   checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
+# %% ../../nbs/04k_loop.ipynb #f2dfd140
+def rollout_pipeline(p: Prepared, pl: Placement, cursor: PromptCursor, loop: dict | None, run_dir: Path):
+    "--async: the pipeline sampling the next rollout beside training (resuming the checkpoint's); else None."
+    if not p.opts.async_: return None
+    pipe = RolloutPipeline(pl.engine, cursor, p.opts.prompts_per_update,
+                           lambda s, rows: generate_requests(p, s, rows), lambda *a: check_rollout(p, *a))
+    if loop is not None: resume_pending(pipe, loop, latest_checkpoint(run_dir))
+    return pipe
+
+# %% ../../nbs/04k_loop.ipynb #825468fc
+def finish_summary(summary: dict, run_dir: Path, o: RunOptions, end: int, t0: float, writer, plan) -> dict:
+    "The run's summary completed (where it stopped, held-out lines, seconds, the plan) and written to `summary.json`."
+    summary.update(stopped_after=end if end < o.updates else None,
+                   engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
+                   heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"],
+                   total_s=time.perf_counter() - t0, checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
 
+# %% ../../nbs/04k_loop.ipynb #25a82a6c
 def _drain(scope: dict):
     "Let a checkpoint write in flight finish (its failure is reported by the line already on its way)."
     w = scope.get("writer")
@@ -317,3 +360,52 @@ def _progress(it, on, desc):
     if not on: return it
     from tqdm.auto import tqdm
     return tqdm(it, desc=desc, unit="update", file=sys.stderr, dynamic_ncols=True)
+
+# %% ../../nbs/04k_loop.ipynb #fc329cc5
+def run(o: RunOptions, progress: bool = True) -> dict:
+    "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
+    p = prepare(o)
+    # looprl.run.plan: settings that fit the devices and the disk, or refused
+    p, plan = fit_prepared(p)
+    for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
+    run_dir, loop = open_run(p)
+    t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
+    try:
+        with signals_as_exceptions():
+            pl = start_workers(p, run_dir)
+            # the driver's generators start from the run seed (in-process workers share them)
+            seed_everything(o.seed)
+            cursor = PromptCursor(len(p.rows), o.seed)
+            at = _restore(p, pl, run_dir, cursor, loop) if loop is not None else dict(update=0, version=1, seeds_from=0)
+            pipe = rollout_pipeline(p, pl, cursor, loop, run_dir)
+            start, version = at["update"], at["version"]
+            truncate_records(run_dir, start)
+            logs = RunLogs(run_dir, o.log_to, start)        # --log-to: written from the records, as they are written
+            end = o.stop_after if o.stop_after is not None else o.updates
+            summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision,
+                           start=start, updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
+            writer = CheckpointWriter(background=not o.sync_checkpoints)
+            state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
+            bar = _progress(range(start, end), progress, o.algorithm)
+            for u in bar:
+                where = f"during update {u}"
+                summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state,
+                                                     bar, writer, pipe))
+                summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
+                version += 1
+                logs.sync()
+            # the final policy, served as the version the next update would publish
+            if end == o.updates and eval_due(o, end):
+                where = "during the final evaluation"
+                pl.transport.publish(version, run_dir)
+                append_metrics(run_dir, {**heldout_line(p, pl, end, version), "final": True})
+                logs.sync()
+            where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
+    except _Signal as e:
+        _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
+    except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
+    except CheckpointFailed as e: raise RunFailed(str(e)) from None
+    finally:
+        if pl is not None: pl.shutdown()
+        if logs is not None: logs.close()
+    return finish_summary(summary, run_dir, o, end, t0, writer, plan)

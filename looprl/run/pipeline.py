@@ -30,35 +30,42 @@ class PendingRollout:
     completions: list           # the engine's Completions, in request order
 
     def to_dict(self) -> dict:
-        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "completions": [c.to_dict() for c in self.completions]}
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__},
+                "completions": [c.to_dict() for c in self.completions]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PendingRollout":
         return cls(**{**d, "completions": [Completion.from_dict(c) for c in d["completions"]]})
 
-# %% ../../nbs/04n_pipeline.ipynb #d1c603bd
+# %% ../../nbs/04n_pipeline.ipynb #30727967
 @contextmanager
 def own_cuda_stream():
-    "Run the block on a CUDA stream of its own that starts after the work queued so far (nothing on a host without CUDA in use)."
+    """Run the block on a CUDA stream of its own that starts after the work queued so far (nothing on a host without
+    CUDA in use)."""
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()): yield; return
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s): yield
     s.synchronize()
 
+# %% ../../nbs/04n_pipeline.ipynb #454cf978
 def capture_graphs_now(engine):
     """Capture every decode-graph bucket of an in-process CUDA engine now, while nothing else runs: a capture that began
-    later, in the rollout's thread while the trainer launches its own work, could fail or make the trainer's calls fail."""
+    later, in the rollout's thread while the trainer launches its own work, could fail or make the trainer's calls
+    fail."""
     eng = None if engine.detached else getattr(getattr(engine, "worker", None), "engine", None)
     if getattr(eng, "cuda_graphs", False):
         for b in eng.graph_buckets: eng.decode_graph(b)
 
+# %% ../../nbs/04n_pipeline.ipynb #2757d827
 class InFlight:
-    "One `generate` call of an engine handle running beside training: a call of a Ray actor or an engine process, or a thread."
+    """One `generate` call of an engine handle running beside training: a call of a Ray actor or an engine process, or
+    a thread."""
     def __init__(self, engine, requests: list):
         self.call, self.thread, self.out = None, None, {}
         if engine.detached: self.call = engine.start("generate", requests); return
-        self.thread = threading.Thread(target=self._generate, args=(engine, requests), name="looprl-rollout", daemon=True)
+        self.thread = threading.Thread(target=self._generate, args=(engine, requests), name="looprl-rollout",
+                                       daemon=True)
         self.thread.start()
 
     def _generate(self, engine, requests):
@@ -86,7 +93,8 @@ class RolloutPipeline:
     def _start(self, update: int, seed_update: int, version: int, digest: str):
         rows = self.cursor.take(self.prompts)
         reqs = self.requests(seed_update, rows)
-        self.flight = (PendingRollout(update, seed_update, rows, version, digest, []), reqs, InFlight(self.engine, reqs))
+        self.flight = (PendingRollout(update, seed_update, rows, version, digest, []), reqs,
+                       InFlight(self.engine, reqs))
 
     def finish(self) -> dict:
         "Wait for the rollout in flight and keep it as the pending one; returns it as a checkpoint stores it."
@@ -99,7 +107,8 @@ class RolloutPipeline:
 
     def rollout(self, u: int, seed_update: int, version: int, digest: str) -> tuple[list, list, list]:
         "(prompt rows, requests, completions) of update `u`; starts sampling update u+1's under (`version`, `digest`)."
-        if self.pending is None: self._start(u, seed_update, version, digest); self.finish()   # nothing pending: sampled now
+        if self.pending is None:
+            self._start(u, seed_update, version, digest); self.finish()   # nothing pending: sampled now
         p, self.pending = self.pending, None
         if p.update != u: raise RuntimeError(f"the pending rollout is update {p.update}'s, not update {u}'s")
         self._start(u + 1, seed_update + 1, version, digest)
@@ -107,23 +116,30 @@ class RolloutPipeline:
 
 # %% ../../nbs/04n_pipeline.ipynb #f01abf04
 def resume_pending(pipe: RolloutPipeline, loop: dict, where: str):
-    "Restore the rollout in flight of the checkpoint whose loop state is `loop` (in `where`) through the `state.restore` gate."
+    """Restore the rollout in flight of the checkpoint whose loop state is `loop` (in `where`) through the
+    `state.restore` gate."""
     def load():
-        if "pending" not in loop: raise UsageError(f"{where}: holds no rollout in flight (written by a synchronous run); resume without --async")
+        if "pending" not in loop:
+            raise UsageError(f"{where}: holds no rollout in flight (written by a synchronous run); resume without "
+                             "--async")
         p = PendingRollout.from_dict(loop["pending"])
         pipe.check(pipe.requests(p.seed_update, p.prompt_rows), p.completions, p.version, p.digest)
         pipe.pending = p
     restore({"pending": load})
 
-# %% ../../nbs/04n_pipeline.ipynb #afa12d29
+# %% ../../nbs/04n_pipeline.ipynb #8c3b5c8b
 def async_unsupported(o) -> str | None:
     "Why `--async` cannot run with the options `o` (a RunOptions), or None."
-    if o.trainer.backend != "torch": return f"--async: not supported with --backend {o.trainer.backend} (the torch backend is)"
-    if o.rollout.engine != "native": return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
-    if o.trainer_processes != 1: return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
+    if o.trainer.backend != "torch":
+        return f"--async: not supported with --backend {o.trainer.backend} (the torch backend is)"
+    if o.rollout.engine != "native":
+        return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
+    if o.trainer_processes != 1:
+        return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
     return None
 
+# %% ../../nbs/04n_pipeline.ipynb #064ef6c3
 def engine_process(o) -> bool:
-    "Whether the engine of the run `o` (a RunOptions) runs in a process of its own: --async on the CPU with --workers local, unless --engine-thread."
+    """Whether the engine of the run `o` (a RunOptions) runs in a process of its own: --async on the CPU with --workers
+    local, unless --engine-thread."""
     return o.async_ and o.placement == "local" and o.device == "cpu" and not o.engine_thread
-

@@ -6,7 +6,8 @@ Docs: https://looprl.github.io/looprl/placement.html.md"""
 
 # %% ../../nbs/04j_placement.ipynb #cementim
 from __future__ import annotations
-from .workers import EngineHandle, EngineWorker, TRANSPORTS, TrainerGroup, TrainerHandle, TrainerWorker, free_port
+from .workers import (EngineHandle, EngineWorker, TRANSPORTS, TrainerGroup, TrainerHandle, TrainerWorker,
+                                free_port)
 from ..training.ranks import WorkerProcess
 
 # %% auto #0
@@ -28,14 +29,16 @@ def start_ray(address: str | None = None, attempts: int = RAY_START_ATTEMPTS):
 class PlacementError(ValueError):
     "Workers that cannot be placed as asked (too few GPUs in the cluster); the message says what is missing."
 
-TRAINER_PROCESSES_PLACES = ("--trainer-processes: several trainer processes run as spawned CPU processes (--device cpu --workers local) "
-                            "or as Ray actors (--workers ray; one GPU each with --device cuda), and publish through --transport memory or disk")
+TRAINER_PROCESSES_PLACES = ("--trainer-processes: several trainer processes run as spawned CPU processes (--device cpu "
+                            "--workers local) or as Ray actors (--workers ray; one GPU each with --device cuda), and "
+                            "publish through --transport memory or disk")
 
 def rank_cpus(cluster_cpus: float, processes: int, engine_cpus: float = 1) -> float:
     "The CPUs Ray reserves for each trainer rank: one, or an equal share (in hundredths) of what the engine leaves."
     share = int((cluster_cpus - engine_cpus) / processes * 100) / 100
-    if share <= 0: raise PlacementError(f"--trainer-processes: the Ray cluster has {cluster_cpus:g} CPUs; the engine takes {engine_cpus:g} "
-                                        f"and leaves none for {processes} trainer processes")
+    if share <= 0:
+        raise PlacementError(f"--trainer-processes: the Ray cluster has {cluster_cpus:g} CPUs; the engine takes "
+                             f"{engine_cpus:g} and leaves none for {processes} trainer processes")
     return min(1.0, share)
 
 # %% ../../nbs/04j_placement.ipynb #cc545438
@@ -48,12 +51,17 @@ class Placement:
                  engine_process: bool = False):
         self.mode, self.group, N = mode, None, trainer_processes
         if transport == "nccl" and (mode != "ray" or not use_gpus):
-            raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers local)")
-        if N > 1 and (transport == "nccl" or (use_gpus and mode != "ray")): raise PlacementError(TRAINER_PROCESSES_PLACES)
-        if mode == "local":                # several trainer processes: one gloo group, called by the handle like one worker
-            trainer = TrainerGroup(N, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars) if N > 1 else TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
+            raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers "
+                                 "local)")
+        if N > 1 and (transport == "nccl" or (use_gpus and mode != "ray")):
+            raise PlacementError(TRAINER_PROCESSES_PLACES)
+        # several trainer processes: one gloo group, called by the handle like one worker
+        if mode == "local":
+            if N > 1: trainer = TrainerGroup(N, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars)
+            else: trainer = TrainerWorker(**trainer_kwargs, env_vars=train_env_vars)
             self.group = trainer if N > 1 else None
-            engine = WorkerProcess(EngineWorker, "engine", **engine_kwargs) if engine_process else EngineWorker(**engine_kwargs)
+            if engine_process: engine = WorkerProcess(EngineWorker, "engine", **engine_kwargs)
+            else: engine = EngineWorker(**engine_kwargs)
             self._handles(trainer, engine, transport, False, False)
             return
         import ray
@@ -63,13 +71,14 @@ class Placement:
         have, cpus = ray.cluster_resources().get("GPU", 0), ray.cluster_resources().get("CPU", 0)
         if use_gpus and have < N + 1:
             if self.owns_ray: ray.shutdown()
-            raise PlacementError(f"--device cuda: the Ray cluster has {have:g} GPUs; the engine and {'the trainer' if N == 1 else f'each of the {N} trainer processes'} "
-                                 f"need one each{' (--workers local runs both on one GPU)' if N == 1 else ''}")
+            raise PlacementError(f"--device cuda: the Ray cluster has {have:g} GPUs; the engine and "
+                                 f"{'the trainer' if N == 1 else f'each of the {N} trainer processes'} need one "
+                                 f"each{' (--workers local runs both on one GPU)' if N == 1 else ''}")
         E = ray.remote(num_cpus=1, num_gpus=gpu)(EngineWorker)
         env = {"env_vars": {k: str(v) for k, v in (train_env_vars or {}).items()}} if train_env_vars else None
         if N > 1:
-            self.group = TrainerGroup(N, tensor_parallel, ray_actors=True, num_cpus=rank_cpus(cpus, N), num_gpus=gpu, runtime_env=env,
-                                      **trainer_kwargs, env_vars=train_env_vars)
+            self.group = TrainerGroup(N, tensor_parallel, ray_actors=True, num_cpus=rank_cpus(cpus, N), num_gpus=gpu,
+                                      runtime_env=env, **trainer_kwargs, env_vars=train_env_vars)
             engine = E.remote(**engine_kwargs); ray.get(engine.ready.remote())
             self._handles(self.group, engine, transport, False, True)
             return

@@ -38,13 +38,14 @@ def model_counts(cfg: LoopedConfig) -> dict:
                          buffer_bytes=sum(b.numel() * b.element_size() for b in m.buffers()))
     return out
 
-# %% ../../nbs/04h_plan.ipynb #bf419969
+# %% ../../nbs/04h_plan.ipynb #c64effd2
 def learner_bytes(n: int, precision: str, optimizer: str, momentum: float = 0.0) -> dict:
     "Bytes a learner of `n` parameters holds: weights, FP32 masters (fp16 only), gradients, optimizer state."
     wb = 2 if precision == "fp16" else 4
     opt = 8 * n if optimizer == "adamw" else (4 * n if momentum else 0)
     return dict(weights=wb * n, masters=4 * n if precision == "fp16" else 0, gradients=4 * n, optimizer=opt)
 
+# %% ../../nbs/04h_plan.ipynb #bcaddda2
 def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool) -> int:
     "Saved activations of one micro-batch of `rows` sequences of `seq` tokens through the actor (forward and backward)."
     wb, h, L, tokens = (2 if precision == "fp16" else 4), cfg.hidden_size, cfg.kv_planes, rows * seq
@@ -74,12 +75,15 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     wb = 2 if prec == "fp16" else 4
     batch = max(o.prompts_per_update * o.group_size, 64 if o.eval_path is not None else 0)
     engine = {"engine weights": wb * counts["actor"]["params"],
-              "engine KV cache": KVCache.nbytes_for(cfg, batch, seq, torch.float16 if prec == "fp16" else torch.float32)}
-    if o.device == "cuda" and o.placement == "ray": return {"trainer GPU": {**trainer, "runtime": RUNTIME_BYTES}, "engine GPU": {**engine, "runtime": RUNTIME_BYTES}}
+              "engine KV cache": KVCache.nbytes_for(cfg, batch, seq,
+                                                    torch.float16 if prec == "fp16" else torch.float32)}
+    if o.device == "cuda" and o.placement == "ray":
+        return {"trainer GPU": {**trainer, "runtime": RUNTIME_BYTES},
+                "engine GPU": {**engine, "runtime": RUNTIME_BYTES}}
     one = {**trainer, **engine, "publication": wb * counts["actor"]["params"]}
     return {("GPU" if o.device == "cuda" else "CPU"): {**one, "runtime": RUNTIME_BYTES if o.device == "cuda" else 0}}
 
-# %% ../../nbs/04h_plan.ipynb #6583a467
+# %% ../../nbs/04h_plan.ipynb #874781c3
 def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     "Bytes of one full-state checkpoint of options `o`."
     counts = counts or model_counts(cfg)
@@ -87,13 +91,16 @@ def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     state = lambda n: 4 * n + learner_bytes(n, "fp32", o.trainer.optimizer)["optimizer"]
     return sum(counts[r]["buffer_bytes"] + state(counts[r]["params"]) for r in roles)
 
+# %% ../../nbs/04h_plan.ipynb #f4e6c832
 def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "What the run directory holds at its fullest: checkpoints (kept and being written) and exported policies."
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
     roles = ("actor",) if o.algorithm == "grpo" else ("actor", "critic")
-    gathered = sum(4 * counts[r]["params"] + counts[r]["buffer_bytes"] for r in roles)   # trainer.pt beside the rank files
-    one = checkpoint_bytes(cfg, o, counts) + (gathered if o.trainer_processes > 1 and o.trainer.backend == "torch" else 0)
+    # trainer.pt beside the rank files
+    gathered = sum(4 * counts[r]["params"] + counts[r]["buffer_bytes"] for r in roles)
+    one = checkpoint_bytes(cfg, o, counts)
+    if o.trainer_processes > 1 and o.trainer.backend == "torch": one += gathered
     policy = (2 if prec == "fp16" else 4) * counts["actor"]["params"]
     kept = exported = 0; fullest = (0, 0, 0, "")       # (bytes, checkpoints, policies, when)
     for u in range(1, o.updates + 1):
@@ -112,7 +119,8 @@ class Plan:
     memory: dict              # device → {item: bytes}
     capacity: dict            # device → bytes it has
     disk: dict                # item → bytes
-    disk_free: int            # bytes free where the run directory is (plus what its checkpoints already hold, on resume)
+    # bytes free where the run directory is (plus what its checkpoints already hold, on resume)
+    disk_free: int
     settings: dict = field(default_factory=dict)   # the settings the plan was made for (those the plan may change)
 
     def used(self, dev: str) -> int: return sum(self.memory[dev].values())
@@ -127,65 +135,79 @@ class Plan:
         g = lambda b: f"{b / GiB:8.2f}"
         out = []
         for d, items in self.memory.items():
-            out += [f"{d}: {g(self.used(d))} of {self.capacity[d] / GiB:.1f} GiB"] + [f"  {g(v)}  {k}" for k, v in items.items()]
-        out += [f"disk: {g(sum(self.disk.values()))} of {self.disk_free / GiB:.1f} GiB free"] + [f"  {g(v)}  {k}" for k, v in self.disk.items()]
+            out += [f"{d}: {g(self.used(d))} of {self.capacity[d] / GiB:.1f} GiB"]
+            out += [f"  {g(v)}  {k}" for k, v in items.items()]
+        out += [f"disk: {g(sum(self.disk.values()))} of {self.disk_free / GiB:.1f} GiB free"]
+        out += [f"  {g(v)}  {k}" for k, v in self.disk.items()]
         return "\n".join(out)
 
-# %% ../../nbs/04h_plan.ipynb #e747b431
+# %% ../../nbs/04h_plan.ipynb #486c8e4b
 def device_capacity(o) -> dict:
     "Bytes each device of the placement has: the GPU's total memory, or the machine's physical memory."
     if o.device == "cuda" and torch.cuda.is_available(): cap = torch.cuda.get_device_properties(0).total_memory
     else: cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    names = ["trainer GPU", "engine GPU"] if o.device == "cuda" and o.placement == "ray" else ["GPU" if o.device == "cuda" else "CPU"]
+    if o.device == "cuda" and o.placement == "ray": names = ["trainer GPU", "engine GPU"]
+    else: names = ["GPU" if o.device == "cuda" else "CPU"]
     return {n: cap for n in names}
 
+# %% ../../nbs/04h_plan.ipynb #06fe2277
 def disk_free(run_dir) -> int:
     "Free bytes where `run_dir` will be, plus what its checkpoints already hold (a resume replaces them)."
     p = Path(run_dir).absolute()
-    held = sum(f.stat().st_size for f in (p / CHECKPOINTS).rglob("*") if f.is_file()) if (p / CHECKPOINTS).exists() else 0
+    held = 0
+    if (p / CHECKPOINTS).exists(): held = sum(f.stat().st_size for f in (p / CHECKPOINTS).rglob("*") if f.is_file())
     while not p.exists(): p = p.parent
     return shutil.disk_usage(p).free + held
 
-def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, free: int | None = None, counts=None) -> Plan:
+# %% ../../nbs/04h_plan.ipynb #b2ac208d
+def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, free: int | None = None,
+              counts=None) -> Plan:
     "The plan of options `o` (a `loop.RunOptions`) on this machine, or on the given capacity and free disk."
     cfg = cfg or load_config(o.model_dir)
     counts = counts or model_counts(cfg)
     return Plan(memory_items(cfg, o, counts), capacity or device_capacity(o), disk_items(cfg, o, counts),
                 disk_free(o.output) if free is None else free, {k: o.flat()[k] for k in ADJUSTABLE})
 
-# %% ../../nbs/04h_plan.ipynb #5e8e3c2b
+# %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
     "Options to try, cheapest change first; a setting not in `o.defaulted` keeps its value."
     free = set(o.defaulted or ())
-    pick = lambda name, alts: [o.flat()[name]] + [a for a in alts if a != o.flat()[name]] if name in free else [o.flat()[name]]
+    def pick(name, alts):
+        now = o.flat()[name]
+        return [now] + [a for a in alts if a != now] if name in free else [now]
     for opt in pick("optimizer", ["adamw", "sgd"]):
         for mb in pick("micro_batch_size", [16, 8, 4, 2, 1]):
             for rec in pick("recompute", [False, True]):
                 for keep in pick("keep_checkpoints", [2, 1]):
                     yield o.replaced(optimizer=opt, recompute=rec, micro_batch_size=mb, keep_checkpoints=keep)
 
+# %% ../../nbs/04h_plan.ipynb #c96a0fd6
 def changes_line(old, new) -> str:
     "The changed settings as command-line flags."
     flags = []
-    if new.trainer.recompute != old.trainer.recompute: flags.append("--recompute" if new.trainer.recompute else "no --recompute")
+    if new.trainer.recompute != old.trainer.recompute:
+        flags.append("--recompute" if new.trainer.recompute else "no --recompute")
     for k in ("micro_batch_size", "optimizer", "keep_checkpoints"):
         if new.flat()[k] != old.flat()[k]: flags.append(f"--{k.replace('_', '-')} {new.flat()[k]}")
     return ", ".join(flags)
 
-# %% ../../nbs/04h_plan.ipynb #c5d21d0e
+# %% ../../nbs/04h_plan.ipynb #c17d245f
 def refusal(pl: Plan) -> str:
     "One line saying why the plan cannot run: the device that does not fit and its largest item, or the disk."
     for d in pl.memory:
         if pl.used(d) > pl.capacity[d]:
             name, b = pl.largest(d)
-            return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; the largest item is "
-                    f"{name} ({b / GiB:.1f} GiB): lower --micro-batch-size, add --recompute, use --optimizer sgd or --rollout-batch-size")
+            return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; "
+                    f"the largest item is {name} ({b / GiB:.1f} GiB): lower --micro-batch-size, add --recompute, use "
+                    "--optimizer sgd or --rollout-batch-size")
     name, b = max(pl.disk.items(), key=lambda kv: kv[1])
     s = pl.settings
-    fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1), ("--optimizer sgd", s.get("optimizer") == "adamw")) if needed]
-    return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB are free; the largest "
-            f"item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
+    fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1),
+                               ("--optimizer sgd", s.get("optimizer") == "adamw")) if needed]
+    return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB "
+            f"are free; the largest item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
 
+# %% ../../nbs/04h_plan.ipynb #898b9bc9
 def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
     "(options that fit, the plan, the changes as flags or ''): refused with `UsageError` when nothing allowed fits."
     cfg = cfg or load_config(o.model_dir)
@@ -204,12 +226,13 @@ def plan_line(o, pl: Plan, changes: str, cfg: LoopedConfig | None = None) -> str
     dev = torch.cuda.get_device_name(0) if o.device == "cuda" and torch.cuda.is_available() else o.device
     d = max(pl.memory, key=pl.used)
     return (f"looprl.train: {Path(o.model_dir).name} on {'one ' if len(pl.memory) == 1 else ''}{dev}: {changes} "
-            f"(plan {pl.used(d) / GiB:.0f} of {pl.capacity[d] / GiB:.0f} GiB; disk {sum(pl.disk.values()) / GiB:.0f} of {pl.disk_free / GiB:.0f} GiB free)")
+            f"(plan {pl.used(d) / GiB:.0f} of {pl.capacity[d] / GiB:.0f} GiB; disk {sum(pl.disk.values()) / GiB:.0f} "
+            f"of {pl.disk_free / GiB:.0f} GiB free)")
 
-# %% ../../nbs/04h_plan.ipynb #fea2aa04
-PHASES = (("_actor_step", "actor step"), ("_critic_step", "critic step"), ("_selected_logprobs", "replay"), ("_full_logprobs", "replay"),
-          ("_values", "replay"), ("generate", "rollout"), ("publish", "publication"), ("publication", "publication"),
-          ("export_policy", "publication"), ("save", "checkpoint"))
+# %% ../../nbs/04h_plan.ipynb #a0e67354
+PHASES = (("_actor_step", "actor step"), ("_critic_step", "critic step"), ("_selected_logprobs", "replay"),
+          ("_full_logprobs", "replay"), ("_values", "replay"), ("generate", "rollout"), ("publish", "publication"),
+          ("publication", "publication"), ("export_policy", "publication"), ("save", "checkpoint"))
 
 def oom_phase(e: BaseException) -> str:
     "The run phase an exception was raised in, from its outermost matching frame."
@@ -219,23 +242,27 @@ def oom_phase(e: BaseException) -> str:
             if n == fn: return phase
     return "update"
 
+# %% ../../nbs/04h_plan.ipynb #56296ccc
 def memory_figures() -> str:
     if not torch.cuda.is_available(): return "no CUDA device figures"
     free, total = torch.cuda.mem_get_info()
-    return (f"{torch.cuda.max_memory_allocated() / GiB:.1f} GiB allocated at peak, {torch.cuda.memory_reserved() / GiB:.1f} GiB reserved, "
-            f"{free / GiB:.1f} of {total / GiB:.1f} GiB free")
+    return (f"{torch.cuda.max_memory_allocated() / GiB:.1f} GiB allocated at peak, "
+            f"{torch.cuda.memory_reserved() / GiB:.1f} GiB reserved, {free / GiB:.1f} of {total / GiB:.1f} GiB free")
 
+# %% ../../nbs/04h_plan.ipynb #7d8f6a7b
 def resume_hint(run_dir) -> str:
     ck = latest_checkpoint(run_dir)
     kept = f"the last checkpoint, {ck.name}, is intact" if ck else "no update was checkpointed yet"
     return f"{kept}. Continue with: python -m looprl.train --output {run_dir} --resume"
 
+# %% ../../nbs/04h_plan.ipynb #de60283d
 def oom_message(e: BaseException, run_dir, where: str) -> str:
     "One line for an out-of-memory error `e` raised `where` (e.g. 'during update 3')."
-    return (f"out of device memory in the {oom_phase(e)} {where} ({memory_figures()}); lower --micro-batch-size, add --recompute "
-            f"or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); {resume_hint(run_dir)}")
+    return (f"out of device memory in the {oom_phase(e)} {where} ({memory_figures()}); lower --micro-batch-size, add "
+            "--recompute or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); "
+            f"{resume_hint(run_dir)}")
 
-# %% ../../nbs/04h_plan.ipynb #53ece3b0
+# %% ../../nbs/04h_plan.ipynb #b129b3f3
 def to_host(x):
     "A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed)."
     if isinstance(x, torch.Tensor): return x.detach().to("cpu", copy=True)
@@ -243,6 +270,7 @@ def to_host(x):
     if isinstance(x, (list, tuple)): return type(x)(to_host(v) for v in x)
     return copy.deepcopy(x)
 
+# %% ../../nbs/04h_plan.ipynb #a3b20b6f
 def learner_snapshot(l) -> dict:
     "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
     trained = {id(p) for p in l.params} if l.master is not None else set()
@@ -250,10 +278,13 @@ def learner_snapshot(l) -> dict:
     return dict(model={k: to_host(v) for k, v in sd.items() if id(v) not in trained},
                 master=None if l.master is None else [to_host(m) for m in l.master],
                 optimizer=to_host(l.opt.state_dict()), scheduler=to_host(l.sched.state_dict()),
-                scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps, consecutive_skips=l.consecutive_skips))
+                scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
+                            consecutive_skips=l.consecutive_skips))
 
+# %% ../../nbs/04h_plan.ipynb #d59a53fb
 def trainer_snapshot(handle) -> dict | None:
-    "The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its own files)."
+    """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
+    own files)."""
     from looprl.training.trainer import Trainer
     w = getattr(handle, "worker", None)
     if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
@@ -261,16 +292,18 @@ def trainer_snapshot(handle) -> dict | None:
     return dict(actor=learner_snapshot(t.actor), critic=None if t.critic is None else learner_snapshot(t.critic),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
 
-# %% ../../nbs/04h_plan.ipynb #e9173edf
+# %% ../../nbs/04h_plan.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
     "A checkpoint write failed; the message is the one line the run prints."
 
 def write_failure(dst: Path, e: BaseException, needed: int, run_dir) -> str:
     d = Path(dst).parent
     while not d.exists(): d = d.parent
-    return (f"writing checkpoint {dst} failed ({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else 'I/O error'}); it needs about "
-            f"{needed / GiB:.2f} GiB and {shutil.disk_usage(d).free / GiB:.2f} GiB are free there; {resume_hint(run_dir)}")
+    return (f"writing checkpoint {dst} failed ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:160] if str(e) else 'I/O error'}); it needs about {needed / GiB:.2f} GiB and "
+            f"{shutil.disk_usage(d).free / GiB:.2f} GiB are free there; {resume_hint(run_dir)}")
 
+# %% ../../nbs/04h_plan.ipynb #301b25d5
 def _nbytes(x) -> int:
     if isinstance(x, torch.Tensor): return x.numel() * x.element_size()
     if isinstance(x, dict): return sum(_nbytes(v) for v in x.values())
@@ -280,7 +313,8 @@ def _nbytes(x) -> int:
 # %% ../../nbs/04h_plan.ipynb #8628b2a8
 class CheckpointWriter:
     "Writes one checkpoint at a time, in a background thread from a snapshot (`background=False`: in the caller)."
-    def __init__(self, background: bool = True): self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
+    def __init__(self, background: bool = True):
+        self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
 
     def wait(self) -> float:
         "Wait for the write in flight; raise its failure as `CheckpointFailed`. Returns the seconds waited."
@@ -297,7 +331,8 @@ class CheckpointWriter:
             self.error = write_failure(Path(run_dir) / CHECKPOINTS / checkpoint_name(update), e, needed, run_dir)
 
     def save(self, run_dir, update: int, trainer, loop_state: dict, keep: int) -> float:
-        "Checkpoint after `update` updates: wait for the previous write, snapshot, start writing. Returns the seconds this call blocked."
+        """Checkpoint after `update` updates: wait for the previous write, snapshot, start writing. Returns the seconds
+        this call blocked."""
         t0 = time.perf_counter()
         self.wait()
         snap = trainer_snapshot(trainer) if self.background else None
@@ -307,12 +342,13 @@ class CheckpointWriter:
             if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
             return time.perf_counter() - t0
         write = lambda d: torch.save(snap, Path(d) / "trainer.pt")
-        self.thread = threading.Thread(target=self._write, args=(run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap)),
+        self.thread = threading.Thread(target=self._write,
+                                       args=(run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap)),
                                        name="looprl-checkpoint", daemon=True)
         self.thread.start()
         return time.perf_counter() - t0
 
-# %% ../../nbs/04h_plan.ipynb #83f3d6a4
+# %% ../../nbs/04h_plan.ipynb #9b4575e8
 def fit_prepared(p):
     "(`p` with the settings that fit, its plan); a run that cannot fit is refused with `UsageError`."
     import json
@@ -320,28 +356,35 @@ def fit_prepared(p):
     new, pl, changes = fit_options(p.opts, p.cfg)
     if not changes: return p, pl
     print(plan_line(new, pl, changes), file=sys.stderr)
-    s = replace(p.settings, recompute=new.trainer.recompute, micro_batch_size=new.trainer.micro_batch_size, optimizer=new.trainer.optimizer)
+    s = replace(p.settings, recompute=new.trainer.recompute, micro_batch_size=new.trainer.micro_batch_size,
+                optimizer=new.trainer.optimizer)
     settings = json.loads(json.dumps(asdict(s), default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
     return replace(p, opts=new, settings=s, contract={**p.contract, "settings": settings}), pl
 
+# %% ../../nbs/04h_plan.ipynb #0cefe403
 def plan_summary(pl: Plan, o) -> dict:
     "The plan (bytes per item, per device) and the peak memory measured on the GPU, for the run's summary."
-    out = dict(plan=dict(memory=pl.memory, capacity=pl.capacity, disk=pl.disk, disk_free=pl.disk_free, settings=pl.settings))
+    out = dict(plan=dict(memory=pl.memory, capacity=pl.capacity, disk=pl.disk, disk_free=pl.disk_free,
+                         settings=pl.settings))
     if o.device == "cuda" and torch.cuda.is_available():
-        out.update(peak_allocated_bytes=torch.cuda.max_memory_allocated(), peak_reserved_bytes=torch.cuda.max_memory_reserved())
+        out.update(peak_allocated_bytes=torch.cuda.max_memory_allocated(),
+                   peak_reserved_bytes=torch.cuda.max_memory_reserved())
     return out
 
 # %% ../../nbs/04h_plan.ipynb #7dc7d5cb
 def plan_command(argv: list[str]):
-    "`python -m looprl.inspect MODEL --plan [--device cuda] [settings]`: print the plan and the settings a run would choose."
+    """`python -m looprl.inspect MODEL --plan [--device cuda] [settings]`: print the plan and the settings a run would
+    choose."""
     from looprl.core.cli import command_parser, fail
     from looprl.run.options import RunOptions
     ap = command_parser("inspect", "The memory and disk plan of a run.")
     a = ap.add_argument
     a("model"); a("--plan", action="store_true")
-    for flag, kind in (("--algorithm", str), ("--device", str), ("--workers", str), ("--output", str), ("--precision", str), ("--optimizer", str),
-                       ("--micro-batch-size", int), ("--rollout-batch-size", int), ("--n-samples-per-prompt", int), ("--keep-checkpoints", int),
-                       ("--max-prompt-tokens", int), ("--max-response-tokens", int), ("--updates", int), ("--export-every", int)):
+    for flag, kind in (("--algorithm", str), ("--device", str), ("--workers", str), ("--output", str),
+                       ("--precision", str), ("--optimizer", str), ("--micro-batch-size", int),
+                       ("--rollout-batch-size", int), ("--n-samples-per-prompt", int), ("--keep-checkpoints", int),
+                       ("--max-prompt-tokens", int), ("--max-response-tokens", int), ("--updates", int),
+                       ("--export-every", int)):
         a(flag, type=kind)
     a("--recompute", action="store_true", default=None)
     ns = ap.parse_args(argv)

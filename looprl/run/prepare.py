@@ -23,33 +23,41 @@ from .options import RunOptions, check
 from ..training.settings import TrainSettings
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision', 'prepare']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision',
+           'check_tensor_parallel', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
 
 def default_engine_revision(engine: str) -> str:
-    "The engine revision traces carry when --engine-revision is not given: looprl's, or looprl's vLLM engine on the vLLM release it targets."
+    """The engine revision traces carry when --engine-revision is not given: looprl's, or looprl's vLLM engine on the
+    vLLM release it targets."""
     if engine != "vllm": return ENGINE_REVISION
     from looprl.rollout.vllm_plugin import VLLM_VERSION      # no vLLM import: the engine refuses any other release
     return f"looprl-vllm-{VLLM_VERSION}-{__version__}"
 
 # %% ../../nbs/04g_prepare.ipynb #eff5dad8
 def check_devices(o: RunOptions):
-    "Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray on this host)."
-    check_backend(o.trainer.backend, o.device)               # megatron: CUDA and megatron-core, or one line naming what is missing
+    """Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray
+    on this host)."""
+    # megatron: CUDA and megatron-core, or one line naming what is missing
+    check_backend(o.trainer.backend, o.device)
     if o.device != "cuda": return
     n = torch.cuda.device_count()
     need = 1 if o.placement == "local" else 1 + o.trainer_processes
-    if o.placement == "ray" and o.ray_address not in (None, "local"): return        # a remote cluster's GPUs are counted when joining it
-    ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on one GPU)" if need == 2 else
-                 f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and needs {need}")
-    check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; " + ("in-process workers need one" if need == 1 else ray_needs))
+    if o.placement == "ray" and o.ray_address not in (None, "local"):
+        return        # a remote cluster's GPUs are counted when joining it
+    ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on "
+                 "one GPU)" if need == 2 else
+                 f"Ray places the engine and each of the {o.trainer_processes} trainer processes on one GPU each and "
+                 f"needs {need}")
+    check(n >= need, f"--device cuda: this host has {n} GPU{'s' if n != 1 else ''}; "
+                     + ("in-process workers need one" if need == 1 else ray_needs))
     if o.workers is None and o.ray_address is None and o.placement == "local":
         print("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process "
               "(--workers local; --workers ray asks for Ray)", file=sys.stderr, flush=True)
 
-# %% ../../nbs/04g_prepare.ipynb #69710c35
+# %% ../../nbs/04g_prepare.ipynb #3c9221c6
 @dataclass
 class Prepared:
     "Everything validated and loaded before the run starts."
@@ -64,62 +72,95 @@ class Prepared:
     contract: dict
     notes: list               # one-line notes for the user (dropped prompts)
 
+# %% ../../nbs/04g_prepare.ipynb #2c0891cf
 def _fit(rows, ids, limit: int, path, what: str, notes: list):
     "Drop prompts longer than `limit` tokens, noting how many."
     keep = [i for i, x in enumerate(ids) if len(x) <= limit]
     if len(keep) < len(rows):
-        notes.append(f"dropped {len(rows) - len(keep)} of {len(rows)} {what} in {path} longer than --max-prompt-tokens {limit}")
+        notes.append(f"dropped {len(rows) - len(keep)} of {len(rows)} {what} in {path} longer than --max-prompt-tokens "
+                     f"{limit}")
     check(keep, f"{path}: every prompt is longer than --max-prompt-tokens {limit}")
     return [rows[i] for i in keep], [ids[i] for i in keep]
 
+# %% ../../nbs/04g_prepare.ipynb #3a20e258
 def default_precision(cfg: LoopedConfig, device: str) -> str:
-    "The family's precision (FP16 for Huginn, FP32 for Ouro and Nanbeige) on a GPU; FP32 on the CPU, where FP16 arithmetic is emulated."
+    """The family's precision (FP16 for Huginn, FP32 for Ouro and Nanbeige) on a GPU; FP32 on the CPU, where FP16
+    arithmetic is emulated."""
     return cfg.default_precision if device == "cuda" else "fp32"
 
+# %% ../../nbs/04g_prepare.ipynb #06c62ada
 def _load_model(o: RunOptions):
     try:
         cfg = load_config(o.model_dir); checkpoint_files(o.model_dir)
         return cfg, checkpoint_sha256(o.model_dir), load_tokenizer(o.model_dir)
     except (ConfigError, CheckpointError, DataError) as e: raise UsageError(f"--model: {e}") from None
 
-# %% ../../nbs/04g_prepare.ipynb #3ce09645
-def prepare(o: RunOptions) -> Prepared:
-    "Validate options and inputs and build the run contract; touches nothing on disk."
-    o.validate(); check_devices(o)
-    engine_class(o.rollout.engine, o.device)                  # an engine this environment cannot start is refused before any work
-    cfg, model_sha, tok = _load_model(o)
-    if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
-        raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision {cfg.revision} ({o.model_dir / 'config.json'})")
-    notes, heldout = [], None
+# %% ../../nbs/04g_prepare.ipynb #1067c4b5
+def _load_data(o: RunOptions, cfg: LoopedConfig, tok, notes: list) -> tuple[list, list, dict | None, object]:
+    "The prompt rows and their ids, the held-out questions (or None) and the reward function; bad input as UsageError."
+    heldout = None
     try:
         rows = load_prompts(o.data_path)
-        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path, "prompts", notes)
+        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path,
+                         "prompts", notes)
         if o.eval_path is not None:
             hrows = load_prompts(o.eval_path)[:o.eval_limit]
-            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.rollout.max_prompt_tokens, o.eval_path, "held-out questions", notes)
+            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.rollout.max_prompt_tokens,
+                               o.eval_path, "held-out questions", notes)
             heldout = dict(rows=hrows, prompt_ids=hids, path=str(o.eval_path))
         reward = load_reward(o.reward)
     except DataError as e: raise UsageError(str(e)) from None
     except ValueError as e: raise UsageError(f"--reward: {e}") from None
-    compile_blocks = o.device == "cuda" and o.trainer_processes == 1 if o.trainer.compile_blocks is None else o.trainer.compile_blocks
-    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device), compile_blocks=compile_blocks)
-    precision = settings.precision
+    return rows, ids, heldout, reward
+
+# %% ../../nbs/04g_prepare.ipynb #3c33ea7e
+def check_tensor_parallel(o: RunOptions, cfg: LoopedConfig, precision: str):
+    """Refuse a `--tensor-parallel` that the precision or the model's sizes do not allow (heads and MLP rows; for
+    Megatron, the vocabulary too)."""
     if (M := o.tensor_parallel) > 1:
-        check(precision == "fp32" or o.trainer.backend == "megatron", f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got --precision {precision}")
+        check(precision == "fp32" or o.trainer.backend == "megatron",
+              f"--tensor-parallel: {M} tensor-parallel processes train in fp32 (fp16 masters are FSDP2's), got "
+              f"--precision {precision}")
         split = (("attention heads", cfg.n_heads), ("KV heads", cfg.n_kv_heads), ("MLP rows", cfg.intermediate_size))
         for what, n in split + ((("vocabulary rows", cfg.vocab_size),) if o.trainer.backend == "megatron" else ()):
-            check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes ({o.model_dir / 'config.json'})")
+            check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes "
+                              f"({o.model_dir / 'config.json'})")
+
+# %% ../../nbs/04g_prepare.ipynb #e0e50531
+def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list) -> dict:
+    "What a resumed run must match: versions, algorithm, settings, model, engine, reward, data, rollout, environment."
     r = o.rollout
-    contract = dict(
+    return dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
         model=dict(sha256=model_sha, family=cfg.family, depth=cfg.depth, revision=o.model_revision or cfg.revision),
-        engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine), reward=reward_identity(o.reward),
+        engine=r.engine, engine_revision=o.engine_revision or default_engine_revision(r.engine),
+        reward=reward_identity(o.reward),
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=r.max_prompt_tokens),
-        rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size, max_response_tokens=r.max_response_tokens,
-                     temperature=r.temperature, **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
+        rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size,
+                     max_response_tokens=r.max_response_tokens, temperature=r.temperature,
+                     **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_})
-    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
+
+# %% ../../nbs/04g_prepare.ipynb #3e258a55
+def prepare(o: RunOptions) -> Prepared:
+    "Validate options and inputs and build the run contract; touches nothing on disk."
+    o.validate(); check_devices(o)
+    # an engine this environment cannot start is refused before any work
+    engine_class(o.rollout.engine, o.device)
+    cfg, model_sha, tok = _load_model(o)
+    if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
+        raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "
+                         f"{cfg.revision} ({o.model_dir / 'config.json'})")
+    notes = []
+    rows, ids, heldout, reward = _load_data(o, cfg, tok, notes)
+    compile_blocks = o.trainer.compile_blocks
+    if compile_blocks is None: compile_blocks = o.device == "cuda" and o.trainer_processes == 1
+    settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device),
+                       compile_blocks=compile_blocks)
+    check_tensor_parallel(o, cfg, settings.precision)
+    contract = run_contract(o, cfg, settings, model_sha, rows)
+    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)

@@ -23,14 +23,17 @@ def _reward_module(spec: str, where: str):
     if not where.endswith(".py"):
         try: return importlib.import_module(where)
         except ModuleNotFoundError as e:
-            if e.name and (where == e.name or where.startswith(e.name + ".")): raise ValueError(f"reward {spec!r}: no module named {where!r} on sys.path") from None
+            if e.name and (where == e.name or where.startswith(e.name + ".")):
+                raise ValueError(f"reward {spec!r}: no module named {where!r} on sys.path") from None
             raise ValueError(f"reward {spec!r}: importing {where!r} failed: {e}") from e
-        except Exception as e: raise ValueError(f"reward {spec!r}: importing {where!r} failed: {type(e).__name__}: {e}") from e
+        except Exception as e:
+            raise ValueError(f"reward {spec!r}: importing {where!r} failed: {type(e).__name__}: {e}") from e
     path = Path(where).expanduser().resolve()
     if not path.is_file(): raise ValueError(f"reward {spec!r}: no file {str(path)!r}")
     name = "looprl_reward_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
     module = importlib.util.module_from_spec(file_spec := importlib.util.spec_from_file_location(name, path))
-    sys.modules[name] = module                      # as an import would (dataclasses and pickling look modules up there)
+    # as an import would (dataclasses and pickling look modules up there)
+    sys.modules[name] = module
     try: file_spec.loader.exec_module(module)
     except Exception as e:
         del sys.modules[name]
@@ -38,7 +41,8 @@ def _reward_module(spec: str, where: str):
     return module
 
 # %% ../../nbs/04e_reward_specs.ipynb #31f35e79
-def _name(fn) -> str: return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or type(fn).__name__}"
+def _name(fn) -> str:
+    return f"{getattr(fn, '__module__', None) or '?'}.{getattr(fn, '__qualname__', None) or type(fn).__name__}"
 
 def takes_tokens(fn: Callable) -> bool:
     "Whether reward `fn` has a keyword parameter `tokens` (it is then called with `tokens=` the response's token ids)."
@@ -47,16 +51,19 @@ def takes_tokens(fn: Callable) -> bool:
     return p is not None and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
 
 def load_reward(spec: str) -> Callable:
-    "The reward function named by `spec` ('module:function' or 'path/to/file.py:function'); a ValueError names what is wrong."
+    """The reward function named by `spec` ('module:function' or 'path/to/file.py:function'); a ValueError names what
+    is wrong."""
     where, _, attr = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
-    if not where or not attr: raise ValueError(f"reward {spec!r}: expected 'module:function' or 'path/to/file.py:function'")
+    if not where or not attr:
+        raise ValueError(f"reward {spec!r}: expected 'module:function' or 'path/to/file.py:function'")
     fn = _reward_module(spec, where)
     for part in attr.split("."):
         if not hasattr(fn, part): raise ValueError(f"reward {spec!r}: {where!r} has no attribute {attr!r}")
         fn = getattr(fn, part)
     if not callable(fn): raise ValueError(f"reward {spec!r}: {attr!r} is not callable (type {type(fn).__name__})")
     try: signature = inspect.signature(fn)
-    except (TypeError, ValueError): raise ValueError(f"reward {spec!r}: the signature of {_name(fn)} cannot be read") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"reward {spec!r}: the signature of {_name(fn)} cannot be read") from None
     try: signature.bind("response", "label", **({"tokens": [1]} if takes_tokens(fn) else {}))
     except TypeError as e:
         raise ValueError(f"reward {spec!r}: signature wrong: {_name(fn)}{signature} cannot be called as "

@@ -11,7 +11,8 @@ from fractions import Fraction
 from typing import NamedTuple, Sequence
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from ..core.deadline import AnswerTimeout, deadline
-from .answers import MAX_RESPONSE_CHARS, MAX_EXPR_CHARS, DEFAULT_TIMEOUT_S, last_boxed, canonical, fast_compare, read_answer
+from .answers import (MAX_RESPONSE_CHARS, MAX_EXPR_CHARS, DEFAULT_TIMEOUT_S, last_boxed, canonical,
+                                fast_compare, read_answer)
 
 
 # %% auto #0
@@ -19,8 +20,10 @@ __all__ = ['MAX_EXPANSION_TERMS', 'REWARD_STATUSES', 'relation_refusal', 'stated
            'warm_up', 'RewardResult', 'compare_answer', 'math_reward_detail', 'math_reward', 'even_token_share']
 
 # %% ../../nbs/04d_rewards.ipynb #5cd00582
-_RELATION = re.compile(r"[<>]=?|=|≠|≤|≥|≈|\\(?:neq?|leq?|geq?|leqslant|geqslant|lt|gt|approx|equiv|simeq|sim|cong)(?![A-Za-z])")
-_GREEK = r"\\(?:[vV]ar)?(?:alpha|beta|[gG]amma|[dD]elta|epsilon|zeta|eta|[tT]heta|iota|kappa|[lL]ambda|mu|nu|[xX]i|[pP]i|rho|[sS]igma|tau|[uU]psilon|[pP]hi|chi|[pP]si|[oO]mega)"
+_RELATION = re.compile(r"[<>]=?|=|≠|≤|≥|≈|"
+                       r"\\(?:neq?|leq?|geq?|leqslant|geqslant|lt|gt|approx|equiv|simeq|sim|cong)(?![A-Za-z])")
+_GREEK = (r"\\(?:[vV]ar)?(?:alpha|beta|[gG]amma|[dD]elta|epsilon|zeta|eta|[tT]heta|iota|kappa|[lL]ambda|mu|nu|[xX]i|"
+          r"[pP]i|rho|[sS]igma|tau|[uU]psilon|[pP]hi|chi|[pP]si|[oO]mega)")
 _VARIABLE = re.compile(r"(?:[A-Za-z]|" + _GREEK + r")(?:_(?:\{[^{}]*\}|\w))?'*(?:\([A-Za-z]\))?")
 _OPENING = re.compile(r"^(?:\\\{|[({\[])+")
 
@@ -58,7 +61,8 @@ _BIG_OPERATORS = re.compile(r"\\(?:sum|prod|coprod|int|iint|iiint|oint|lim|limsu
 
 _POWER = re.compile(r"\^|\*\*")
 
-_FACTORIAL_LIKE = re.compile(r"!|\\[dt]?binom(?![A-Za-z])|\\choose(?![A-Za-z])|\\Gamma(?![A-Za-z])|\\gamma(?![A-Za-z])|\bgamma\b|\bfactorial\b")
+_FACTORIAL_LIKE = re.compile(r"!|\\[dt]?binom(?![A-Za-z])|\\choose(?![A-Za-z])|\\Gamma(?![A-Za-z])|\\gamma(?![A-Za-z])|"
+                             r"\bgamma\b|\bfactorial\b")
 
 _DIGITS = re.compile(r"\d+")
 
@@ -169,9 +173,11 @@ def warm_up() -> float:
     with _warm_lock:
         if _warmed: return 0.0
         t = time.perf_counter()
-        for name in ("math_verify.parser", "math_verify.grader"): logging.getLogger(name).addFilter(_QuietTimeoutWarning())
-        for a, b in (("(x+1)^2", "x^2+2x+1"), (r"\frac{1}{2}", "0.5"), (r"\frac{\sqrt{3}}{2}", r"\sin(\pi/3)"), (r"\{1,2\}", r"\{2,1\}"), ("x=3", "3"),
-                     (r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), ("50\\%", "0.5"), ("(1,2)", "(1, 2)"), (r"\pi", "3.14159265")):
+        for name in ("math_verify.parser", "math_verify.grader"):
+            logging.getLogger(name).addFilter(_QuietTimeoutWarning())
+        for a, b in (("(x+1)^2", "x^2+2x+1"), (r"\frac{1}{2}", "0.5"), (r"\frac{\sqrt{3}}{2}", r"\sin(\pi/3)"),
+                     (r"\{1,2\}", r"\{2,1\}"), ("x=3", "3"), (r"\sqrt{2}/2", r"\frac{\sqrt{2}}{2}"), ("50\\%", "0.5"),
+                     ("(1,2)", "(1, 2)"), (r"\pi", "3.14159265")):
             math_verify_equal(a, b)
         _warmed = True
         return time.perf_counter() - t
@@ -211,7 +217,8 @@ def compare_answer(answer: str, label: str, timeout_s: float | None = DEFAULT_TI
     if (fast := fast_compare(answer, label)) is not None: return _verdict(fast)
     if why := too_costly(answer) or too_costly(label): return RewardResult(0.0, "too_costly", why)
     if why := relation_refusal(answer): return RewardResult(0.0, "refused:relation", why)
-    if (value := stated_value(answer)) != answer and not _RELATION.search(label): return compare_answer(value, label, timeout_s)
+    if (value := stated_value(answer)) != answer and not _RELATION.search(label):
+        return compare_answer(value, label, timeout_s)
     warm_up()
     with deadline(timeout_s): equal = math_verify_equal(answer, label)
     return _verdict(equal)
@@ -220,7 +227,8 @@ def compare_answer(answer: str, label: str, timeout_s: float | None = DEFAULT_TI
 def math_reward_detail(response: str, label: str, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> RewardResult:
     "The math reward of `response` against `label`, with its status (see REWARD_STATUSES). Never raises."
     try:
-        if not isinstance(response, str): return RewardResult(0.0, "bad_input", f"response is a {type(response).__name__}, not a str")
+        if not isinstance(response, str):
+            return RewardResult(0.0, "bad_input", f"response is a {type(response).__name__}, not a str")
         gold = _label_text(label)
         if not gold: return RewardResult(0.0, "bad_input", f"label {label!r:.60} is not a non-empty str or number")
         answer, status = read_answer(response)

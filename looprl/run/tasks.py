@@ -33,7 +33,7 @@ TASKS = {  # reasoning-gym task: what its questions are
     "simple_geometry": "the missing angle of a polygon",
 }
 
-# %% ../../nbs/04b_tasks.ipynb #436b997e
+# %% ../../nbs/04b_tasks.ipynb #4abcc73d
 HELDOUT_BYTE = 32  # a question is held out when the first byte of its BLAKE2b hash is below this (1 in 8)
 
 def _digest(*parts) -> bytes: return hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
@@ -42,6 +42,7 @@ def split_of(task: str, question: str) -> str:
     "'heldout' for one question in eight, chosen by its text; 'train' otherwise."
     return "heldout" if _digest("looprl-task-split", task, question)[0] < HELDOUT_BYTE else "train"
 
+# %% ../../nbs/04b_tasks.ipynb #ed91264c
 def generator_seed(task: str, seed: int) -> int:
     "The seed handed to reasoning-gym for `--seed seed`: 63 bits of BLAKE2b(task, seed)."
     return int.from_bytes(_digest("looprl-task-seed", task, seed), "big") >> 1
@@ -58,8 +59,10 @@ def _generator(task: str, size: int, seed: int, config: dict | None = None):
     except (TypeError, ValueError, AssertionError) as e: raise TaskError(f"{task} --config {config}: {e}") from None
 
 # %% ../../nbs/04b_tasks.ipynb #91d35fe0
-def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instruction: str = "", config: dict | None = None) -> list[dict]:
-    "`n` distinct questions of `task` in `split`, drawn with `seed`, as prompt/label rows; `instruction` follows each question;\n    `config`: the task's own settings (its difficulty)."
+def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instruction: str = "",
+              config: dict | None = None) -> list[dict]:
+    """`n` distinct questions of `task` in `split`, drawn with `seed`, as prompt/label rows; `instruction` follows each
+    question; `config`: the task's own settings (its difficulty)."""
     if split not in ("train", "heldout"): raise TaskError(f"split {split!r}: one of train, heldout")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise TaskError(f"n must be an int ≥ 1, got {n!r}")
     limit = 64 + 40 * n                    # enough for n held-out questions (1 in 8) with room for repeats
@@ -68,21 +71,26 @@ def task_rows(task: str, n: int, seed: int = 0, split: str = "train", instructio
         item = ds[i]
         q, label = item["question"], str(item["answer"]).strip()
         if split_of(task, q) != split or q in seen: continue
-        if math_reward(label, label) != 1.0: raise TaskError(f"{task} item {i}: answer {label!r} is not graded by the math reward")
+        if math_reward(label, label) != 1.0:
+            raise TaskError(f"{task} item {i}: answer {label!r} is not graded by the math reward")
         seen.add(q)
-        rows.append(dict(prompt=q + instruction, label=label, task=task, seed=seed, index=i, split=split) | ({"config": config} if config else {}))
+        row = dict(prompt=q + instruction, label=label, task=task, seed=seed, index=i, split=split)
+        rows.append(row | ({"config": config} if config else {}))
         if len(rows) == n: return rows
-    raise TaskError(f"{task}: only {len(rows)} distinct {split} questions among the first {limit} of seed {seed}; ask for fewer")
+    raise TaskError(f"{task}: only {len(rows)} distinct {split} questions among the first {limit} of seed {seed}; ask "
+                    "for fewer")
 
-# %% ../../nbs/04b_tasks.ipynb #21b09963
+# %% ../../nbs/04b_tasks.ipynb #ba14db61
 def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1: raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
     return int(text)
 
+# %% ../../nbs/04b_tasks.ipynb #e5423e1d
 def _seed(text: str) -> int:
     if not text.isdigit(): raise argparse.ArgumentTypeError(f"must be an integer ≥ 0, got {text!r}")
     return int(text)
 
+# %% ../../nbs/04b_tasks.ipynb #bb6f8b31
 def _setting(text: str) -> tuple:
     "KEY=VALUE of --config; VALUE read as JSON (2, true, 0.5), else as a string."
     key, eq, value = text.partition("=")
@@ -97,7 +105,8 @@ def main(argv=None):
     ap.add_argument("task", help=f"one of: {', '.join(sorted(TASKS))}")
     ap.add_argument("--n", type=_count, required=True, help="how many questions (distinct)")
     ap.add_argument("--seed", type=_seed, default=0, help="which questions: the same seed writes the same file")
-    ap.add_argument("--split", choices=("train", "heldout"), default="train", help="train, or held-out questions (never in train)")
+    ap.add_argument("--split", choices=("train", "heldout"), default="train",
+                    help="train, or held-out questions (never in train)")
     ap.add_argument("--out", required=True, help="the JSONL file to write")
     ap.add_argument("--instruction", default="", help="text appended to every question (say, how to state the answer)")
     ap.add_argument("--config", type=_setting, action="append", default=[], metavar="KEY=VALUE",
@@ -105,7 +114,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         with refuse_bad_input("data", args.out):
-            if not Path(args.out).parent.is_dir(): raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
+            if not Path(args.out).parent.is_dir():
+                raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
             rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction, dict(args.config))
             atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
     except KeyboardInterrupt: fail("data", f"interrupted; {args.out} was not written", 130)
