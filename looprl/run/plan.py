@@ -46,12 +46,15 @@ def learner_bytes(n: int, precision: str, optimizer: str, momentum: float = 0.0)
     return dict(weights=wb * n, masters=4 * n if precision == "fp16" else 0, gradients=4 * n, optimizer=opt)
 
 # %% ../../nbs/04h_plan.ipynb #bcaddda2
-def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool) -> int:
-    "Saved activations of one micro-batch of `rows` sequences of `seq` tokens through the actor (forward and backward)."
+def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool, every: int = 1) -> int:
+    """Saved activations of one micro-batch of `rows` sequences of `seq` tokens through the actor (forward and
+    backward). With `recompute`, one block application in `every` keeps only its input (one rebuilt at a time)."""
     wb, h, L, tokens = (2 if precision == "fp16" else 4), cfg.hidden_size, cfg.kv_planes, rows * seq
     per_app = (12 * h + 4 * cfg.intermediate_size) * wb
-    body = L * 2 * h * wb + per_app if recompute else L * per_app
+    recomputed = -(-L // every) if recompute else 0
+    body = recomputed * 2 * h * wb + (L - recomputed) * per_app + (per_app if recompute else 0)
     return tokens * (body + 12 * cfg.vocab_size)
+
 
 # %% ../../nbs/04h_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
@@ -69,7 +72,7 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
         trainer["gradients (actor or critic, one at a time)"] = max(trainer.pop("actor gradients"), critic["gradients"])
     rows = min(o.trainer.micro_batch_size, o.prompts_per_update * o.group_size // o.trainer.minibatches)
     seq = o.rollout.max_prompt_tokens + o.rollout.max_response_tokens
-    trainer["activations"] = activation_bytes(cfg, rows, seq, prec, o.trainer.recompute)
+    trainer["activations"] = activation_bytes(cfg, rows, seq, prec, o.trainer.recompute, o.trainer.recompute_every)
     reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm == "grpo" else ("actor", "critic")))
     trainer["gradient sums of reused weights"] = (2 if prec == "fp16" else 4) * reused   # during the backward
     wb = 2 if prec == "fp16" else 4
