@@ -1,4 +1,4 @@
-"""One way to write a file or a directory so that a reader, or a run resumed after a crash, sees the old content or the new, never a mix.
+"""Writing a file or a directory so that a reader, or a resumed run, sees the old content or the new, never a mix.
 
 Docs: https://looprl.github.io/looprl/atomic.html.md"""
 

@@ -1,4 +1,4 @@
-"""One parser and one error path for every `python -m looprl.<command>`: bad input is one line, `looprl.<command>: message`, and exit status 2.
+"""One parser and one error path for every `python -m looprl.<command>`: bad input is one line and exit status 2.
 
 Docs: https://looprl.github.io/looprl/cli.html.md"""
 

@@ -1,4 +1,4 @@
-"""`deadline(seconds)`: a bound on the CPU time a block of Python spends in the calling thread, that works in every thread.
+"""`deadline(seconds)`: a bound on the CPU time a block of Python spends in its thread, working in every thread.
 
 Docs: https://looprl.github.io/looprl/deadline.html.md"""
 

@@ -1,4 +1,4 @@
-"""The SHA-256 tree that identifies a model's weights by content: 64 KiB blocks, one leaf per tensor, one digest over the leaves.
+"""The SHA-256 tree that names a model's weights by content: 64 KiB blocks, a leaf per tensor, one digest over them.
 
 Docs: https://looprl.github.io/looprl/digest.html.md"""
 

@@ -1,4 +1,4 @@
-"""SHA-256 of every 64 KiB block of a publication in one Triton kernel launch, on the GPU that holds the tensors: the same digests as the CPU path, in milliseconds instead of seconds.
+"""SHA-256 of every 64 KiB block of a publication in one Triton launch on the GPU: the CPU path's digests, in ms.
 
 Docs: https://looprl.github.io/looprl/gpu_digest.html.md"""
 

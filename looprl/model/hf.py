@@ -1,4 +1,4 @@
-"""Loading and exporting checkpoint directories by native names, content digests, and tiny checkpoints in the real layouts.
+"""Loading and exporting checkpoint directories by native names, content digests, tiny checkpoints in real layouts.
 
 Docs: https://looprl.github.io/looprl/hf.html.md"""
 

@@ -1,4 +1,4 @@
-"""Fused Triton kernels for one decode step: RMSNorm with its residual, RoPE with the cache write, attention over a KV plane, the gated activation.
+"""Fused Triton kernels for one decode step: RMSNorm with residual, RoPE with cache write, attention, the gate.
 
 Docs: https://looprl.github.io/looprl/kernels.html.md"""
 

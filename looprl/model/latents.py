@@ -1,4 +1,4 @@
-"""Huginn's random initial recurrent state as a pure function of (completion seed, token position), replayed bit for bit.
+"""Huginn's random initial recurrent state as a pure function of (completion seed, position), replayed bit for bit.
 
 Docs: https://looprl.github.io/looprl/latents.html.md"""
 

@@ -1,4 +1,4 @@
-"""The trainer's tensors under Megatron-core's parameter names, the transforms between the two layouts, and the check behind `--backend megatron`.
+"""The trainer's tensors under Megatron-core's names, the transforms between layouts, the `--backend megatron` check.
 
 Docs: https://looprl.github.io/looprl/megatron.html.md"""
 

@@ -1,4 +1,4 @@
-"""Each family's actor and critic built from Megatron-core's layers, loaded from and exported to native tensors, with the trainer's interface.
+"""Each family's actor and critic from Megatron-core's layers, loaded from and exported to native tensors.
 
 Docs: https://looprl.github.io/looprl/megatron_model.html.md"""
 

@@ -1,4 +1,4 @@
-"""What the looped families share: FP32 norms and RoPE, attention over per-(loop, layer) KV planes, gated MLPs, the provider base and the looped decoder; one implementation for training and rollout.
+"""What the looped families share: FP32 norms, KV planes, gated MLPs, the provider base and the looped decoder.
 
 Docs: https://looprl.github.io/looprl/models.html.md"""
 

@@ -1,4 +1,4 @@
-"""The registry of looped model families: one record per family, registered by the family's own module or by another package through an entry point.
+"""The registry of looped model families, one record each, registered by the family's module or an entry point.
 
 Docs: https://looprl.github.io/looprl/registry.html.md"""
 

@@ -1,4 +1,4 @@
-"""Batched prefill and decode over KV planes with the training model itself, counter-based seeded sampling, processed log-probs, latent traces, and an all-or-nothing weight publication.
+"""Batched prefill and decode over KV planes with the training model itself, seeded sampling, weight publication.
 
 Docs: https://looprl.github.io/looprl/engine.html.md"""
 

@@ -1,4 +1,4 @@
-"""The records the engine takes and gives back: a request, its checks, and a completion with what the trainer needs to replay it.
+"""What the engine takes and gives back: a request, its checks, and a completion with what replays it.
 
 Docs: https://looprl.github.io/looprl/records.html.md"""
 

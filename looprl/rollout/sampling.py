@@ -1,4 +1,4 @@
-"""Counter-based sampling: each token a pure function of (logits, completion seed, position, temperature), whatever the batch.
+"""Counter-based sampling: each token a pure function of (logits, seed, position, temperature), whatever the batch.
 
 Docs: https://looprl.github.io/looprl/sampling.html.md"""
 

@@ -1,4 +1,4 @@
-"""looprl's second rollout engine: the three looped families as vLLM models built from looprl's own modules, Huginn's initial state from each request's completion seed, and looprl's publication transaction applied through a weight reload.
+"""looprl's second rollout engine: the looped families as vLLM models built from looprl's modules, seeds replayed.
 
 Docs: https://looprl.github.io/looprl/vllm.html.md"""
 

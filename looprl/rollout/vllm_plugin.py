@@ -1,4 +1,4 @@
-"""The `vllm.general_plugins` entry point: looprl's config classes and model classes registered with vLLM, and the one patch of vLLM internals (the per-request completion seed), for vLLM 0.32.0 only.
+"""The `vllm.general_plugins` entry point: looprl's configs and models registered with vLLM 0.32.0, one patch.
 
 Docs: https://looprl.github.io/looprl/vllm_plugin.html.md"""
 

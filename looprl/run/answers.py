@@ -1,4 +1,4 @@
-"""The final answer of a response: limits, boxes and final-answer phrases, the fast comparison, refusals of negated, hedged and several answers.
+"""The final answer of a response: boxes and answer phrases, the comparison, refusals of hedged or several answers.
 
 Docs: https://looprl.github.io/looprl/answers.html.md"""
 

@@ -1,4 +1,4 @@
-"""JSONL prompts with labels, a resumable deterministic cursor, the embedded arithmetic task and the tiny character tokenizer.
+"""JSONL prompts with labels, a resumable deterministic cursor, the embedded arithmetic task, the tiny tokenizer.
 
 Docs: https://looprl.github.io/looprl/data.html.md"""
 

@@ -1,4 +1,4 @@
-"""A run's metrics, held-out accuracy, timings, per-update histograms and decoded samples as TensorBoard event files or a W&B run.
+"""A run's metrics, held-out accuracy, timings, histograms and samples as TensorBoard event files or a W&B run.
 
 Docs: https://looprl.github.io/looprl/logs.html.md"""
 

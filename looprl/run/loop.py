@@ -1,4 +1,4 @@
-"""One update: publish → (evaluate) → generate → reward → advantages → train → record → checkpoint → (export); stopping and resuming exactly.
+"""One update: publish → generate → reward → advantages → train → record → checkpoint; stopping and resuming exactly.
 
 Docs: https://looprl.github.io/looprl/loop.html.md"""
 

@@ -1,4 +1,4 @@
-"""Every setting of a run declared once, with its default and its help beside it; the command line is generated from them.
+"""Every setting of a run declared once, with its default and help beside it; the command line generated from them.
 
 Docs: https://looprl.github.io/looprl/options.html.md"""
 

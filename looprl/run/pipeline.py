@@ -1,4 +1,4 @@
-"""`--async`: the engine samples the next update's rollout while the trainer trains, exactly one policy version behind, and a checkpoint holds the rollout in flight.
+"""`--async`: the engine samples the next rollout while the trainer trains, one policy version behind.
 
 Docs: https://looprl.github.io/looprl/pipeline.html.md"""
 

@@ -1,4 +1,4 @@
-"""Where the two workers run: Ray actors on their own devices, or both in this process; Ray started reliably, trainer processes placed.
+"""Where the two workers run: Ray actors on their own devices, or this process; Ray started reliably.
 
 Docs: https://looprl.github.io/looprl/placement.html.md"""
 

@@ -1,4 +1,4 @@
-"""What a run will hold on each device and on disk, the settings chosen so that it fits, one-line failures, and checkpoints written in the background.
+"""What a run holds on each device and on disk, settings chosen to fit, one-line failures, background checkpoints.
 
 Docs: https://looprl.github.io/looprl/plan.html.md"""
 

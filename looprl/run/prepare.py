@@ -1,4 +1,4 @@
-"""Everything a run needs, loaded and checked before any work: the contract's engine revision, the devices, the model, tokenizer, data and reward.
+"""Everything a run needs, loaded and checked before any work: engine revision, devices, model, data and reward.
 
 Docs: https://looprl.github.io/looprl/prepare.html.md"""
 

@@ -1,4 +1,4 @@
-"""How a run names its reward (`module:function` or `file.py:function`), calls it, checks what it returns, and records it in the run contract.
+"""How a run names its reward (`module:function` or `file.py:function`), calls it, checks it and records it.
 
 Docs: https://looprl.github.io/looprl/reward_specs.html.md"""
 

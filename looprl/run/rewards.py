@@ -1,4 +1,4 @@
-"""What a completion earns. The math reward pays 1.0 when a response states one final answer, mathematically equal to the label, and 0.0 otherwise, with a status that says why; it depends on the response and the label only. Any other reward function is named by `module:function`.
+"""What a completion earns: the math reward (1.0 for one final answer equal to the label) and synthetic rewards.
 
 Docs: https://looprl.github.io/looprl/rewards.html.md"""
 

@@ -1,4 +1,4 @@
-"""Prompt/label files from reasoning-gym's generators (GSM-style word problems, arithmetic, counting): `python -m looprl.data <task> --n N --seed S --out FILE.jsonl`.
+"""Prompt/label files from reasoning-gym's generators: `python -m looprl.data <task> --n N --seed S --out FILE`.
 
 Docs: https://looprl.github.io/looprl/tasks.html.md"""
 

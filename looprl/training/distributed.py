@@ -1,4 +1,4 @@
-"""The trainer on PyTorch's own distributed engine: several trainer processes, FSDP2-sharded parameters, gradients and optimizer state, DTensor tensor parallelism, and a complete publication from a sharded model.
+"""The trainer on PyTorch's distributed engine: FSDP2 sharding, DTensor tensor parallelism, whole publications.
 
 Docs: https://looprl.github.io/looprl/distributed.html.md"""
 

@@ -1,4 +1,4 @@
-"""One model, its optimizer and its precision policy: FP16 with FP32 masters and a fixed loss scale, or FP32; its state, and the warm-up schedule.
+"""One model with its optimizer and precision policy (FP16 + FP32 masters + loss scale, or FP32), and warm-up.
 
 Docs: https://looprl.github.io/looprl/learner.html.md"""
 

@@ -1,4 +1,4 @@
-"""GAE, group advantages, and the PPO, GRPO, DPPO, Flow-DPPO and value losses, as pure functions over response-masked batches.
+"""GAE, group advantages, the PPO, GRPO, DPPO, Flow-DPPO and value losses, as pure functions over masked batches.
 
 Docs: https://looprl.github.io/looprl/objectives.html.md"""
 

@@ -1,4 +1,4 @@
-"""Trainer ranks in one process group (spawned, persistent, or Ray actors), and one worker in a process of its own, called through a pipe.
+"""Trainer ranks in one process group (spawned, persistent or Ray actors), and one worker in a process of its own.
 
 Docs: https://looprl.github.io/looprl/ranks.html.md"""
 

@@ -1,4 +1,4 @@
-"""`TrainSettings`: what training computes (objective, optimizer, precision, learners' limits), declared once with its help, validated field by field.
+"""`TrainSettings`: the objective, optimizer, precision and learners' limits, declared once and validated.
 
 Docs: https://looprl.github.io/looprl/train_settings.html.md"""
 

@@ -1,4 +1,4 @@
-"""Actor and critic learners: precision policy, optimizer, micro-batching, and log-probs and values replayed under the rollout's latents.
+"""Actor and critic learners: micro-batching, and log-probs and values replayed under the rollout's latents.
 
 Docs: https://looprl.github.io/looprl/trainer.html.md"""
 

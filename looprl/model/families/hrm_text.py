@@ -1,4 +1,4 @@
-"""HRM-Text (`hrm_text`) as a registered family: two stacks run as H cycles of L cycles, a frozen `z_L_init`, gated attention, weightless norms, a PrefixLM prompt and a truncated-gradient schedule.
+"""HRM-Text (`hrm_text`) as a registered family: H cycles of L cycles, gated attention, a PrefixLM prompt.
 
 Docs: https://looprl.github.io/looprl/hrm_text.html.md"""
 

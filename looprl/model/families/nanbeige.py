@@ -1,4 +1,4 @@
-"""Nanbeige4.2 (`nanbeige`) as a registered family: the Llama vocabulary with `num_loops` loops, its provider and presets.
+"""Nanbeige4.2 (`nanbeige`) as a registered family: the Llama vocabulary with `num_loops` loops, its presets.
 
 Docs: https://looprl.github.io/looprl/nanbeige.html.md"""
 
