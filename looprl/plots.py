@@ -56,6 +56,7 @@ def reward_and_parity(runs: dict, axes=None):
     axes[0].legend(fontsize=7); axes[1].legend(fontsize=6, ncol=2)
     return axes
 
+# %% ../nbs/05h_plots.ipynb #fae31b9d
 def reward_curve(run, window: int = 5, ax=None):
     "A run's mean reward per update and its moving average."
     r = [x["reward_mean"] for x in read_metrics(run) if x["kind"] == "update"]
@@ -79,6 +80,7 @@ def decode_timing(rows: list[dict], ax=None, title: str = "decode step"):
     ax.legend(fontsize=8)
     return ax
 
+# %% ../nbs/05h_plots.ipynb #79eefeb1
 def phase_timing(result: dict, ax=None):
     "Complete-phase and warm-rollout time, eager vs graph (medians of matched runs)."
     ax = ax or plt.subplots(figsize=(5, 3.2))[1]
@@ -94,12 +96,18 @@ def phase_timing(result: dict, ax=None):
     ax.legend(fontsize=8)
     return ax
 
+# %% ../nbs/05h_plots.ipynb #2f5afaee
+def _label(run) -> str: return Path(run).name
+
+def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
+
 # %% ../nbs/05h_plots.ipynb #0a77b8ba
 def _adaptive(run) -> bool:
     "Do the run's held-out evaluations exit early (they carry a threshold below 1, or the sample mode)?"
     return any(l.get("exit_threshold", 1.0) < 1 or l.get("exit_mode", "threshold") == "sample"
                for l in read_metrics(run) if l.get("kind") == "heldout")
 
+# %% ../nbs/05h_plots.ipynb #3cc4aed2
 def _accuracy_depth(ax, depth, acc, ci, label, **kw):
     "One series of sampled accuracy (with 95 % intervals) against mean exit depth."
     return ax.errorbar(depth, acc, yerr=ci, marker="o", capsize=2, label=label, **kw)[0]
@@ -118,6 +126,7 @@ def depth_figure(runs):
     ax.legend(fontsize=7)
     return fig
 
+# %% ../nbs/05h_plots.ipynb #ad2aab10
 def exit_table_figure(result: dict):
     "Accuracy against mean exit depth at each threshold, before and after RL (`bench learning --exit-thresholds`)."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -135,10 +144,6 @@ def exit_table_figure(result: dict):
     return fig
 
 # %% ../nbs/05h_plots.ipynb #f99f0b73
-def _label(run) -> str: return Path(run).name
-
-def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
-
 def reward_figure(runs, window: int = 10):
     "Mean reward per update (faint) and its moving mean, per run."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -196,6 +201,7 @@ def parity_figure(runs):
     ax.set(xlabel="update", ylabel="|Δ log-prob|", title="engine vs trainer log-prob parity"); ax.legend(fontsize=7)
     return fig
 
+# %% ../nbs/05h_plots.ipynb #66b27c51
 def timing_figure(runs):
     """Seconds per update in each phase but the held-out evaluation (its total is in the title), stacked for the first
     run; totals for the others."""
