@@ -14,8 +14,8 @@ from .training.settings import TrainSettings
 from .training.distributed import build_sharded_trainer, tensor_parallel, native_rows
 
 # %% auto #0
-__all__ = ['decode_logits', 'engine_logits', 'replay_logits', 'count_collectives', 'sharded_train_rank', 'tensor_parallel_replay',
-           'single_replay']
+__all__ = ['decode_logits', 'engine_logits', 'replay_logits', 'count_collectives', 'sharded_train_rank', 'single_replay',
+           'tensor_parallel_replay']
 
 # %% ../nbs/07a_testing.ipynb #389110e6
 def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
@@ -44,6 +44,7 @@ def engine_logits(m, ids, P, lat=None, steps=6):
         out.append(m.logits(h[:, 0])); pos = pos + 1
     return torch.stack(out, 1)
 
+# %% ../nbs/07a_testing.ipynb #a6ba8d7a
 def replay_logits(m, ids, P, lat=None, steps=6):
     "The same logits as the trainer gets them: one forward per sequence."
     L = lambda i: P[i] + steps - 1
@@ -77,6 +78,16 @@ def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, 
     metrics = [tr.train(r, group_size)["metrics"] for r in rollouts]
     return dict(metrics=metrics, publication=tr.publication())
 
+# %% ../nbs/07a_testing.ipynb #d5a15b29
+def single_replay(model: LoopedLM, rollout: Rollout):
+    "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
+    from looprl.training.trainer import SequenceBatch, response_logprobs
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
+                                   temperature=rollout.temperature)
+    lp = response_logprobs(model, b, b.temperature)
+    (lp * b.mask).sum().backward()
+    return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
 # %% ../nbs/07a_testing.ipynb #5c80dc30
 def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, recompute: bool = False):
     """One TP rank (for `run_ranks`): the replayed log-probs of `rollout` under `tensors` split over all ranks, and
@@ -88,12 +99,3 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
     tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
     lp, grads = single_replay(m, rollout)
     return lp, {n: native_rows(m, n, g.full_tensor() if hasattr(g, "full_tensor") else g) for n, g in grads.items()}
-
-def single_replay(model: LoopedLM, rollout: Rollout):
-    "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
-    from looprl.training.trainer import SequenceBatch, response_logprobs
-    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
-                                   temperature=rollout.temperature)
-    lp = response_logprobs(model, b, b.temperature)
-    (lp * b.mask).sum().backward()
-    return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
