@@ -34,6 +34,12 @@ def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: in
                    logprobs=[[-1.0] * response_len for _ in range(batch)], seeds=list(range(batch)),
                    rewards=[float(i % 2) for i in range(batch)], temperature=1.0)
 
+# %% ../../nbs/06d_bench_train.ipynb #1157b53d
+def _random_actor(preset: str, device: str):
+    from looprl.model.models import build_model, init_weights
+    with torch.device(device): actor = build_model(preset_config(preset))
+    return init_weights(actor, seed=0)
+
 # %% ../../nbs/06d_bench_train.ipynb #6b03465f
 def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[float], float | None]:
     "Seconds of each of `steps` updates of trainer `tr` after one warm-up, and the peak CUDA memory (GiB) over them."
@@ -45,11 +51,6 @@ def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[
     for _ in range(steps):
         t = time.perf_counter(); tr.train(rollout, group_size=2); sync(); times.append(time.perf_counter() - t)
     return times, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
-
-def _random_actor(preset: str, device: str):
-    from looprl.model.models import build_model, init_weights
-    with torch.device(device): actor = build_model(preset_config(preset))
-    return init_weights(actor, seed=0)
 
 # %% ../../nbs/06d_bench_train.ipynb #dede92ea
 class ShardedTrainBench:
@@ -63,6 +64,7 @@ class ShardedTrainBench:
         self.trainer = ShardedTrainer(_random_actor(preset, self.device), None, s, self.device)
     def timed(self, rollout: Rollout, steps: int): return _timed_updates(self.trainer, rollout, steps, self.device)
 
+# %% ../../nbs/06d_bench_train.ipynb #82143e15
 def _sharded_times(preset: str, s, device: str, rollout: Rollout, steps: int, processes: int = 1):
     "`_timed_updates` of rank 0 of `processes` FSDP2 trainer processes (CPU tensors over gloo, CUDA tensors over NCCL)."
     from looprl.training.ranks import RankGroup
