@@ -37,6 +37,7 @@ def _profiled_peak_bytes(fn) -> int:
         cur += nbytes; peak = max(peak, cur)
     return peak
 
+# %% ../../nbs/06i_bench_flow_kl.ipynb #1dd496a6
 def _peak_extra_bytes(fn, device: torch.device) -> int:
     "Peak memory allocated by fn() on top of what was allocated before it."
     if device.type == "cuda":
