@@ -152,9 +152,8 @@ def _rollout_result(a) -> tuple[str, object]:
     return f"matmuls-{a.preset}", bench_matmuls(a.preset, tuple(int(x) for x in a.batch_sizes.split(",")))
 
 # %% ../../nbs/06a_bench.ipynb #94743f20
-def bench_result(a) -> tuple[str, object]:
-    "The result's name (its default file name) and the result of the subcommand parsed into `a`."
-    if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
+def _run_result(a) -> tuple[str, object]:
+    "The name and result of `train`, `publication`, `digest` or `phases`."
     if a.cmd == "train":
         from looprl.bench.train import bench_train
         rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps,
@@ -172,11 +171,14 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd == "digest":
         from looprl.bench.digest import bench_digest
         return "digest", bench_digest(a.bytes, a.device)
-    if a.cmd == "phases":
-        from looprl.bench.phases import bench_phases
-        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device,
-                           a.max_runs, a.ledger)
-        return f"phases-{a.algorithm}-{Path(a.model).name}", res
+    from looprl.bench.phases import bench_phases
+    res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device,
+                       a.max_runs, a.ledger)
+    return f"phases-{a.algorithm}-{Path(a.model).name}", res
+
+# %% ../../nbs/06a_bench.ipynb #c54f6ea7
+def _measure_result(a) -> tuple[str, object]:
+    "The name and result of `latents`, `learning` (with or without `--exit-thresholds`), `async` or `flow-kl`."
     if a.cmd == "latents":
         from looprl.bench.latents import bench_latents
         return "latents_speed", bench_latents(n_embd=a.n_embd, positions=a.positions)
@@ -185,7 +187,7 @@ def bench_result(a) -> tuple[str, object]:
         qs = tuple(float(x) for x in a.exit_thresholds.split(","))
         return "learning_exits", bench_exit_learning(qs, int(a.seeds.split(",")[0]), a.workdir, a.eval_limit,
                                                      tuple(a.train_args.split()),
-                                                    log=lambda m: print(m, file=sys.stderr, flush=True))
+                                                     log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.cmd == "learning":
         from looprl.bench.learning import bench_learning
         return "learning", bench_learning(tuple(a.algorithms.split(",")),
@@ -198,6 +200,13 @@ def bench_result(a) -> tuple[str, object]:
                                     log=lambda m: print(m, file=sys.stderr, flush=True))
     from looprl.bench.flow_kl import bench_flow_kl
     return "flow_kl_memory", bench_flow_kl()
+
+# %% ../../nbs/06a_bench.ipynb #77ee30aa
+def bench_result(a) -> tuple[str, object]:
+    "The result's name (its default file name) and the result of the subcommand parsed into `a`."
+    if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
+    if a.cmd in ("train", "publication", "digest", "phases"): return _run_result(a)
+    return _measure_result(a)
 
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):
