@@ -25,6 +25,7 @@ def parser():
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap
 
+# %% ../nbs/05a_train.ipynb #e7018baa
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}

@@ -36,6 +36,7 @@ def children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
+# %% ../../nbs/06j_bench_async.ipynb #045c2de7
 def async_run(mode: str, out: Path, train_args: tuple) -> dict:
     """One run of `python -m looprl.train` (`--async` in mode 'async') in a fresh process: its update time, updates/s
     and held-out accuracy."""
