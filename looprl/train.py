@@ -45,13 +45,12 @@ def heldout_summary(lines: list[dict]) -> str | None:
     if a is b:
         return (f"held-out ({a['questions']} questions) after {a['update']} updates: "
                 f"greedy {pct(a, 'greedy_accuracy')}, sampled {pct(a, 'sampled_accuracy')}")
-    return (
-        f"held-out ({b['questions']} questions), update {a['update']} → {b['update']}: greedy "
-        f"{pct(a, 'greedy_accuracy')} → {pct(b, 'greedy_accuracy')}, "
-            f"sampled at T={b['temperature']:g} {pct(a, 'sampled_accuracy')} → {pct(b, 'sampled_accuracy')} (± "
-            f"{100 * b['sampled_ci']:.1f}), "
-            f"pass@{b['samples']} {pct(a, 'pass_at_k')} → {pct(b, 'pass_at_k')}")
+    return (f"held-out ({b['questions']} questions), update {a['update']} → {b['update']}: "
+            f"greedy {pct(a, 'greedy_accuracy')} → {pct(b, 'greedy_accuracy')}, "
+            f"sampled at T={b['temperature']:g} {pct(a, 'sampled_accuracy')} → {pct(b, 'sampled_accuracy')} "
+            f"(± {100 * b['sampled_ci']:.1f}), pass@{b['samples']} {pct(a, 'pass_at_k')} → {pct(b, 'pass_at_k')}")
 
+# %% ../nbs/05a_train.ipynb #f8e8a0ef
 def summary_table(s: dict, rows: int = 12) -> str:
     "The one-screen summary printed at the end of a run."
     ups = s["updates"]
@@ -62,25 +61,21 @@ def summary_table(s: dict, rows: int = 12) -> str:
     step = max(1, -(-len(ups) // rows))
     for u in ups[::step] + ([ups[-1]] if (len(ups) - 1) % step else []):
         t = u["time"]
-        lines.append(
-            f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} "
-            f"{u['skipped_steps']:>7} "
-                     f"{t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} {t.get('publication_s', 0):>9.2f} "
-                     f"{t.get('checkpoint_s', 0):>7.2f}")
+        lines.append(f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} "
+                     f"{u['skipped_steps']:>7} {t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} "
+                     f"{t.get('publication_s', 0):>9.2f} {t.get('checkpoint_s', 0):>7.2f}")
     tot = lambda k: sum(u["time"].get(k, 0) for u in ups)
     # this process's evaluations
     ran = [h for h in s.get("heldout", []) if h["update"] >= s.get("start", 0) and not h.get("segment_end")]
     ev = f"eval {sum(h['time']['eval_s'] for h in ran):.1f} s ({len(ran)} evaluation{'s' * (len(ran) != 1)})"
-    lines.append(
-        f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · {ev} · train {tot('train_s'):.1f} s · "
-                 f"publication {tot('publication_s'):.1f} s · checkpoint {tot('checkpoint_s'):.1f} s · total "
-                 f"{s['total_s']:.1f} s")
+    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · {ev} · "
+                 f"train {tot('train_s'):.1f} s · publication {tot('publication_s'):.1f} s · "
+                 f"checkpoint {tot('checkpoint_s'):.1f} s · total {s['total_s']:.1f} s")
     h = heldout_summary(s.get("heldout", []))
     if h: lines.append(h)
     if s.get("stopped_after"):
-        lines.append(
-            f"stopped after {s['stopped_after']} updates; continue with: python -m looprl.train --output {s['run']} "
-            "--resume")
+        lines.append(f"stopped after {s['stopped_after']} updates; "
+                     f"continue with: python -m looprl.train --output {s['run']} --resume")
     return "\n".join(lines)
 
 # %% ../nbs/05a_train.ipynb #35fe1785
