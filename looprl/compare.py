@@ -213,6 +213,7 @@ def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
         out.update(each(name, v) if split else {name: v})
     return out
 
+# %% ../nbs/05g_compare.ipynb #73b3d9e2
 def _state(key: str, name: str):
     """Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every
     rank's file; a run of several trainer processes keeps its optimizer state in the rank files only."""
@@ -228,6 +229,7 @@ def _rng(name: str):
                       f"trainer rng.{name}": dig(r["trainer"], "rng", name),
                       **_in_ranks(r, f"rng.{name}", "rng", name)}
 
+# %% ../nbs/05g_compare.ipynb #6a4fc3b9
 def _critic(r: dict) -> dict:
     master = each("critic master", dig(r["trainer"], "critic", "master")) if _fp16(r) else {}
     return {**each("critic", dig(r["trainer"], "critic", "model")), **master,
@@ -236,6 +238,8 @@ def _critic(r: dict) -> dict:
 def _actor(r: dict) -> dict:
     return {**each("actor", dig(r["trainer"], "actor", "model")), **_in_ranks(r, "actor", "actor", "model", split=True)}
 def _master(r: dict) -> dict: return each("master", dig(r["trainer"], "actor", "master"))
+
+# %% ../nbs/05g_compare.ipynb #cced2911
 def _loop(r: dict) -> dict:
     "Entries of loop.json but the pending rollout (a field of its own)."
     return each("loop.json",
