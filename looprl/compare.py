@@ -10,7 +10,8 @@ import json, math, struct, sys, tempfile
 from pathlib import Path
 import torch
 from .core.cli import UsageError, command_parser, refuse_bad_input
-from .core.state import RunError, contract_differences, latest_checkpoint, read_contract, read_metrics, rank_file, MEGATRON_STATE
+from .core.state import (RunError, contract_differences, latest_checkpoint, read_contract, read_metrics,
+                               rank_file, MEGATRON_STATE)
 
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
@@ -20,7 +21,8 @@ __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS'
 
 # %% ../nbs/05g_compare.ipynb #02b30a5e
 class CompareError(UsageError):
-    "Input `compare` cannot read: not a run directory, no complete checkpoint, an unreadable file; the message names it."
+    """Input `compare` cannot read: not a run directory, no complete checkpoint, an unreadable file; the message names
+    it."""
 
 def _read(f: Path, how):
     "how(f), any failure turned into one CompareError line naming the file."
@@ -33,22 +35,28 @@ def _read(f: Path, how):
 
 # %% ../nbs/05g_compare.ipynb #48892dd8
 def megatron_part(key: str, role: str) -> tuple[str, str]:
-    "The part of the torch backend's layout (model, master, optimizer) that a key of `role`'s Megatron checkpoint belongs to, and its name there."
+    """The part of the torch backend's layout (model, master, optimizer) that a key of `role`'s Megatron checkpoint
+    belongs to, and its name there."""
     if key.startswith("optimizer.state.fp32_param."): return "master", key.removeprefix("optimizer.state.fp32_param.")
-    if key.startswith("optimizer.distributed.") and key.endswith(".param"): return "master", key     # the distributed optimizer's buffers
+    # the distributed optimizer's buffers
+    if key.startswith("optimizer.distributed.") and key.endswith(".param"): return "master", key
     if key.startswith("optimizer."): return "optimizer", key
     return "model", key.removeprefix(f"{role}.model.")
 
 def read_megatron_state(d: Path) -> dict:
     """A learner's `dist_checkpointing` folder `d` (named by its role), read without Megatron (it is PyTorch's
-    distributed checkpoint format): every tensor under the torch backend's parts, and the optimizer's `common.pt` where there is one."""
-    from torch.distributed.checkpoint.api import CheckpointException        # a BaseException: made an ordinary error here
+    distributed checkpoint format): every tensor under the torch backend's parts, and the optimizer's `common.pt` where
+    there is one."""
+    # a BaseException: made an ordinary error here
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
     with tempfile.TemporaryDirectory() as tmp:
         try: dcp_to_torch_save(d, Path(tmp) / "flat.pt")
-        except CheckpointException: raise ValueError("its .metadata or shards are not PyTorch's distributed checkpoint format") from None
+        except CheckpointException:
+            raise ValueError("its .metadata or shards are not PyTorch's distributed checkpoint format") from None
         flat = _torch(Path(tmp) / "flat.pt")
-    common = {"common.pt": _torch(d / "common.pt")} if (d / "common.pt").exists() else {}     # megatron-core 0.16 writes one, 0.19 none
+    # megatron-core 0.16 writes one, 0.19 none
+    common = {"common.pt": _torch(d / "common.pt")} if (d / "common.pt").exists() else {}
     parts = dict(model={}, master={}, optimizer=common)
     for key, v in sorted(flat.items()):
         part, name = megatron_part(key, d.name)
@@ -60,8 +68,10 @@ def _json(f: Path): return json.loads(f.read_text())
 def _torch(f: Path): return torch.load(f, weights_only=True, map_location="cpu")
 
 def _rank_files(ck: Path) -> dict:
-    "Every trainer rank's own file in checkpoint `ck` (`trainer-rank<r>.pt`, written by a run with several trainer processes), by rank."
-    ranks = sorted(int(f.stem[len("trainer-rank"):]) for f in ck.glob("trainer-rank*.pt") if f.stem[len("trainer-rank"):].isdigit())
+    """Every trainer rank's own file in checkpoint `ck` (`trainer-rank<r>.pt`, written by a run with several trainer
+    processes), by rank."""
+    ranks = sorted(int(f.stem[len("trainer-rank"):])
+                   for f in ck.glob("trainer-rank*.pt") if f.stem[len("trainer-rank"):].isdigit())
     return {r: _read(ck / rank_file(r), _torch) for r in ranks}
 
 def load_run(run) -> dict:
@@ -75,10 +85,14 @@ def load_run(run) -> dict:
     if ck is None: raise CompareError(f"{run}: no complete checkpoint (no checkpoints/latest)")
     files = sorted(f for f in (run / "rollouts").glob("update-*.json") if f.stem[7:].isdigit())
     trainer = _read(ck / "trainer.pt", _torch)
-    if (ck / MEGATRON_STATE).is_dir() and isinstance(trainer, dict):    # the Megatron trainer: each learner's dist_checkpointing folder
-        for d in sorted((ck / MEGATRON_STATE).iterdir()): trainer.setdefault(d.name, {}).update(_read(d, read_megatron_state))
-    return dict(path=run, contract=contract, trainer=trainer, ranks=_rank_files(ck), driver_rng=_read(ck / "rng.pt", _torch),
-                loop=_read(ck / "loop.json", _json), rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
+    # the Megatron trainer: each learner's dist_checkpointing folder
+    if (ck / MEGATRON_STATE).is_dir() and isinstance(trainer, dict):
+        for d in sorted((ck / MEGATRON_STATE).iterdir()):
+            trainer.setdefault(d.name, {}).update(_read(d, read_megatron_state))
+    return dict(path=run, contract=contract, trainer=trainer, ranks=_rank_files(ck),
+                driver_rng=_read(ck / "rng.pt", _torch),
+                loop=_read(ck / "loop.json", _json),
+                rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
                 metrics=_read(run / "metrics.jsonl", lambda f: read_metrics(run)))
 
 # %% ../nbs/05g_compare.ipynb #060dd073
@@ -90,7 +104,8 @@ def _short(x) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 def show_pair(x, y) -> str:
-    "Two differing values as a message shows them: with their types where those differ, with their bits where they print alike."
+    """Two differing values as a message shows them: with their types where those differ, with their bits where they
+    print alike."""
     sx, sy = _short(x), _short(y)
     if type(x) is not type(y): return f"{sx} ({type(x).__name__}) vs {sy} ({type(y).__name__})"
     if sx == sy and isinstance(x, float): return f"{sx} ({_bits(x)}) vs {sy} ({_bits(y)})"
@@ -104,14 +119,18 @@ def _abs_diff(x, y) -> float | None:
 
 # %% ../nbs/05g_compare.ipynb #ba8da33b
 def tensor_differences(a: torch.Tensor, b: torch.Tensor, where: str):
-    "Yield (where, what, |Δ|) when two tensors differ in dtype, shape or any byte; the first differing element is named by its index."
-    if a.dtype != b.dtype: yield where, f"dtype {str(a.dtype).removeprefix('torch.')} vs {str(b.dtype).removeprefix('torch.')}", None; return
+    """Yield (where, what, |Δ|) when two tensors differ in dtype, shape or any byte; the first differing element is
+    named by its index."""
+    if a.dtype != b.dtype:
+        yield where, f"dtype {str(a.dtype).removeprefix('torch.')} vs {str(b.dtype).removeprefix('torch.')}", None
+        return
     if a.shape != b.shape: yield where, f"shape {list(a.shape)} vs {list(b.shape)}", None; return
     n, size = a.numel(), a.element_size()
     ba, bb = (t.detach().contiguous().reshape(-1).view(torch.uint8) for t in (a, b))
     if torch.equal(ba, bb): return                           # integer bytes: equal means bitwise equal
     same_size_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
-    differ = ba.view(same_size_int) != bb.view(same_size_int) if same_size_int else (ba.reshape(n, size) != bb.reshape(n, size)).any(1)
+    differ = ba.view(same_size_int) != bb.view(same_size_int) if same_size_int else (
+        ba.reshape(n, size) != bb.reshape(n, size)).any(1)
     ba, bb = ba.reshape(n, size), bb.reshape(n, size)
     k = int(differ.nonzero()[0, 0])
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
@@ -165,7 +184,8 @@ def lack(value) -> str | None:
     return None
 
 def each(prefix: str, obj) -> dict:
-    "Entries of a state dict or a list, one per item (so that a missing tensor is named); the value itself when it is neither or empty."
+    """Entries of a state dict or a list, one per item (so that a missing tensor is named); the value itself when it is
+    neither or empty."""
     if isinstance(obj, dict) and obj: return {f"{prefix}[{k!r}]": v for k, v in obj.items()}
     if isinstance(obj, (list, tuple)) and obj: return {f"{prefix}[{i}]": v for i, v in enumerate(obj)}
     return {prefix: obj}
@@ -178,10 +198,12 @@ def _learners(r: dict) -> tuple:
 def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
 
 def _ranks(r: dict) -> dict:
-    """Each trainer rank's file by rank: every rank the contract's process count names (ABSENT where its file is missing),
-    and any other found. The Megatron trainer's ranks write none: their shards are in the checkpoint's `megatron/` folders."""
+    """Each trainer rank's file by rank: every rank the contract's process count names (ABSENT where its file is
+    missing), and any other found. The Megatron trainer's ranks write none: their shards are in the checkpoint's
+    `megatron/` folders."""
     n = dig(r["contract"], "trainer_processes") if dig(r["contract"], "settings", "backend") != "megatron" else 1
-    return {k: r["ranks"].get(k, ABSENT) for k in sorted(set(r["ranks"]) | set(range(n if isinstance(n, int) and n > 1 else 0)))}
+    return {k: r["ranks"].get(k, ABSENT)
+            for k in sorted(set(r["ranks"]) | set(range(n if isinstance(n, int) and n > 1 else 0)))}
 
 def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
     "Entries of one part of every trainer rank's file, as 'trainer-rank1.pt <label>' (one per tensor with `split`)."
@@ -191,44 +213,58 @@ def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
         out.update(each(name, v) if split else {name: v})
     return out
 
+# %% ../nbs/05g_compare.ipynb #73b3d9e2
 def _state(key: str, name: str):
-    """Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every rank's
-    file; a run of several trainer processes keeps its optimizer state in the rank files only."""
+    """Entries of one part (optimizer, scheduler, scaler) of every learner the run has, in trainer.pt and in every
+    rank's file; a run of several trainer processes keeps its optimizer state in the rank files only."""
     def entries(r, l):
         gathered = {} if key == "optimizer" and _ranks(r) else {f"{l} {name}": dig(r["trainer"], l, key)}
         return {**gathered, **_in_ranks(r, f"{l} {name}", l, key)}
     return lambda r: {k: v for l in _learners(r) for k, v in entries(r, l).items()}
 
 def _rng(name: str):
-    "Entries of one generator, in the driver's process (rng.pt), in the trainer's (trainer.pt) and in every trainer rank's."
-    return lambda r: {f"driver rng.{name}": dig(r["driver_rng"], name), f"trainer rng.{name}": dig(r["trainer"], "rng", name),
+    """Entries of one generator, in the driver's process (rng.pt), in the trainer's (trainer.pt) and in every trainer
+    rank's."""
+    return lambda r: {f"driver rng.{name}": dig(r["driver_rng"], name),
+                      f"trainer rng.{name}": dig(r["trainer"], "rng", name),
                       **_in_ranks(r, f"rng.{name}", "rng", name)}
 
+# %% ../nbs/05g_compare.ipynb #6a4fc3b9
 def _critic(r: dict) -> dict:
     master = each("critic master", dig(r["trainer"], "critic", "master")) if _fp16(r) else {}
-    return {**each("critic", dig(r["trainer"], "critic", "model")), **master, **_in_ranks(r, "critic", "critic", "model", split=True)}
+    return {**each("critic", dig(r["trainer"], "critic", "model")), **master,
+            **_in_ranks(r, "critic", "critic", "model", split=True)}
 
-def _actor(r: dict) -> dict: return {**each("actor", dig(r["trainer"], "actor", "model")), **_in_ranks(r, "actor", "actor", "model", split=True)}
+def _actor(r: dict) -> dict:
+    return {**each("actor", dig(r["trainer"], "actor", "model")), **_in_ranks(r, "actor", "actor", "model", split=True)}
 def _master(r: dict) -> dict: return each("master", dig(r["trainer"], "actor", "master"))
+
+# %% ../nbs/05g_compare.ipynb #cced2911
 def _loop(r: dict) -> dict:
     "Entries of loop.json but the pending rollout (a field of its own)."
-    return each("loop.json", {k: v for k, v in r["loop"].items() if k != "pending"} if isinstance(r["loop"], dict) else r["loop"])
+    return each("loop.json",
+                {k: v for k, v in r["loop"].items() if k != "pending"} if isinstance(r["loop"], dict) else r["loop"])
 
 def _pending(r: dict) -> dict:
-    "The rollout an asynchronous run's checkpoint holds for the next update (looprl.run.pipeline), one entry per completion."
+    """The rollout an asynchronous run's checkpoint holds for the next update (looprl.run.pipeline), one entry per
+    completion."""
     p = dig(r["loop"], "pending")
     if not isinstance(p, dict) or lack(p): return {"loop.json pending": p}
-    return {**{f"pending {k}": v for k, v in p.items() if k != "completions"}, **each("pending completion", p.get("completions"))}
+    return {**{f"pending {k}": v for k, v in p.items() if k != "completions"},
+            **each("pending completion", p.get("completions"))}
 
 # %% ../nbs/05g_compare.ipynb #f3f56966
-PER_COMPLETION = dict(tokens=("tokens",), logprobs=("logprobs",), rewards=("reward",), reward_statuses=("reward_status",),
-                      advantages=("advantages",), values=("values",), returns=("returns",), replay_logprobs=("replay_logprobs",),
+PER_COMPLETION = dict(tokens=("tokens",), logprobs=("logprobs",), rewards=("reward",),
+                      reward_statuses=("reward_status",),
+                      advantages=("advantages",), values=("values",), returns=("returns",),
+                      replay_logprobs=("replay_logprobs",),
                       latent_traces=("trace",), seeds=("seed",), texts=("prompt_text", "response_text"))
 PER_RECORD = dict(publication_digests=("digest", "publication_digest"), policy_versions=("version", "policy_version"))
 OTHER_KEYS = ("prompt_row", "sample_index", "label", "prompt_ids", "finish_reason")
 
 def _completions(*keys, record=()):
-    "Entries of `record` keys of every rollout record and `keys` of each of its completions: 'update 2, completion 3, tokens'."
+    """Entries of `record` keys of every rollout record and `keys` of each of its completions: 'update 2, completion 3,
+    tokens'."""
     def entries(r):
         if not r["rollouts"]: return {"rollouts/update-*.json": ABSENT}
         out = {}
@@ -243,7 +279,9 @@ def _completions(*keys, record=()):
 # %% ../nbs/05g_compare.ipynb #5811cba7
 def _unnamed(d, named: set, expected: tuple) -> dict:
     "The `expected` keys of `d` (ABSENT where missing) and every key no field names."
-    return {k: dig(d, k) for k in (*expected, *(k for k in (d if isinstance(d, dict) else ()) if k not in named and k not in expected))}
+    return {k: dig(d, k) for k in (*expected,
+                                   *(k for k in (d if isinstance(d, dict) else ())
+                                     if k not in named and k not in expected))}
 
 def _rollout_other(r: dict) -> dict:
     "Entries of every rollout-record key that no other field covers."
@@ -272,7 +310,8 @@ def _lines(kind: str):
 
 def segment_ends(r: dict) -> list:
     "The updates of a run's held-out lines that ended an earlier segment of the run (kept on extension, not compared)."
-    return [l.get("update") for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == "heldout" and l.get("segment_end")]
+    return [l.get("update")
+            for l in r["metrics"] if isinstance(l, dict) and l.get("kind") == "heldout" and l.get("segment_end")]
 
 # %% ../nbs/05g_compare.ipynb #346ba62c
 def _unless(test, reason: str):
@@ -291,7 +330,8 @@ FIELD_SPECS = {
     "rng.torch_cuda": (_rng("torch_cuda"), _unless(lambda c: dig(c, "device") == "cpu", "device cpu")),
     "loop": (_loop, None),
     "pending_rollout": (_pending, _unless(lambda c: dig(c, "async") is not True, "synchronous run")),
-    **{f: (_completions(*keys), _NO_CRITIC if f in ("values", "returns") else None) for f, keys in PER_COMPLETION.items()},
+    **{f: (_completions(*keys), _NO_CRITIC if f in ("values", "returns") else None)
+       for f, keys in PER_COMPLETION.items()},
     **{f: (_completions(c, record=(r,)), None) for f, (r, c) in PER_RECORD.items()},
     "rollout_other": (_rollout_other, None),
     "metrics": (_lines("update"), None),
@@ -305,8 +345,10 @@ def _row(field, status, first=None, max_abs=None, note=None) -> dict:
     return dict(field=field, status=status, first_difference=first, max_abs_diff=max_abs, note=note)
 
 def _lacking(mine: dict, theirs: dict) -> list[str]:
-    "'place: absent|null|empty' for each entry one side lacks: its own lacking values, and the values only the other side has."
-    return [f"{k}: {why}" for k, v in mine.items() if (why := lack(v))] + [f"{k}: absent" for k, v in theirs.items() if k not in mine and not lack(v)]
+    """'place: absent|null|empty' for each entry one side lacks: its own lacking values, and the values only the other
+    side has."""
+    return ([f"{k}: {why}" for k, v in mine.items() if (why := lack(v))]
+            + [f"{k}: absent" for k, v in theirs.items() if k not in mine and not lack(v)])
 
 def _missing_message(la: list, lb: list) -> str:
     more = lambda l: f" (and {len(l) - 1} more)" if len(l) > 1 else ""
@@ -319,7 +361,8 @@ def compare_field(field: str, ra: dict, rb: dict) -> dict:
     entries, rule = FIELD_SPECS[field]
     ea, eb = entries(ra), entries(rb)
     why_a, why_b = (rule(ra["contract"]), rule(rb["contract"])) if rule else (None, None)
-    if field in NA_WHEN_NEITHER_HAS and all(lack(v) for v in (*ea.values(), *eb.values())): why_a = why_b = NA_WHEN_NEITHER_HAS[field]
+    if field in NA_WHEN_NEITHER_HAS and all(lack(v) for v in (*ea.values(), *eb.values())):
+        why_a = why_b = NA_WHEN_NEITHER_HAS[field]
     if why_a and why_b:
         stray = [f"{side} has {k}" for side, e in (("A", ea), ("B", eb)) for k, v in e.items() if not lack(v)]
         if stray: return _row(field, "different", f"n/a ({why_a}) but {stray[0]}")
@@ -349,20 +392,25 @@ def _verdict(report: dict, run_a, run_b) -> str:
     rows = report["fields"]
     count = lambda s: sum(r["status"] == s for r in rows)
     if report["equal"]:
-        return f"EQUAL: {run_a} vs {run_b} ({count('equal')} fields equal, {count('n/a')} n/a" + (f", {count('ignored')} ignored)" if count("ignored") else ")")
+        return f"EQUAL: {run_a} vs {run_b} ({count('equal')} fields equal, {count('n/a')} n/a" + (
+            f", {count('ignored')} ignored)" if count("ignored") else ")")
     parts = ["different runs"] * bool(report["different_settings"])
-    parts += [f"{s}: {', '.join(r['field'] for r in rows if r['status'] == s)}" for s in ("different", "missing") if count(s)]
+    parts += [f"{s}: {', '.join(r['field'] for r in rows if r['status'] == s)}"
+              for s in ("different", "missing") if count(s)]
     return f"DIFFERENT: {run_a} vs {run_b} ({'; '.join(parts)})"
 
 def compare_runs(run_a, run_b, ignore=()) -> dict:
-    "The resume-equality report of two run directories: equal, different_settings, fields (one row per field) and a one-line verdict."
-    if unknown := [f for f in ignore if f not in FIELD_SPECS]: raise CompareError(f"--ignore: unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
+    """The resume-equality report of two run directories: equal, different_settings, fields (one row per field) and a
+    one-line verdict."""
+    if unknown := [f for f in ignore if f not in FIELD_SPECS]:
+        raise CompareError(f"--ignore: unknown field {unknown[0]!r} (fields: {', '.join(FIELDS)})")
     ra, rb = load_run(run_a), load_run(run_b)
     settings = setting_differences(ra["contract"], rb["contract"])
     rows = [_row(f, "ignored", note="--ignore") if f in ignore else compare_field(f, ra, rb) for f in FIELDS]
     ends = [f"{side}: update {', '.join(map(str, u))}" for side, r in (("A", ra), ("B", rb)) if (u := segment_ends(r))]
     for row in rows:
-        if row["field"] == "heldout" and ends and not row["note"]: row["note"] = f"not compared, ends of earlier segments ({'; '.join(ends)})"
+        if row["field"] == "heldout" and ends and not row["note"]:
+            row["note"] = f"not compared, ends of earlier segments ({'; '.join(ends)})"
     equal = not settings and all(r["status"] in ("equal", "n/a", "ignored") for r in rows)
     report = dict(equal=equal, different_settings=settings, fields=rows)
     return {**report, "verdict": _verdict(report, run_a, run_b)}
@@ -375,18 +423,22 @@ def format_table(report: dict) -> str:
     lines = [f"{'field':<{w}}  {'status':<9}  {'max |Δ|':>8}  first difference"]
     for r in report["fields"]:
         d = "" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.3g}"
-        lines.append(f"{r['field']:<{w}}  {r['status']:<9}  {d:>8}  {r['first_difference'] or r['note'] or ''}".rstrip())
+        lines.append(
+            f"{r['field']:<{w}}  {r['status']:<9}  {d:>8}  {r['first_difference'] or r['note'] or ''}".rstrip())
     return "\n".join(head + lines + ["", report["verdict"]])
 
 # %% ../nbs/05g_compare.ipynb #934ee184
 def main(argv=None):
-    "Compare two run directories field by field; exit 0 only if they are equal, 1 if they differ, 2 if they cannot be compared."
+    """Compare two run directories field by field; exit 0 only if they are equal, 1 if they differ, 2 if they cannot be
+    compared."""
     ap = command_parser("compare", main.__doc__)
     ap.add_argument("run_a"); ap.add_argument("run_b")
     ap.add_argument("--json", action="store_true", help="print the report as JSON instead of the table")
-    ap.add_argument("--ignore", nargs="+", action="extend", default=[], metavar="FIELD", help=f"fields not to compare: {', '.join(FIELDS)}")
+    ap.add_argument("--ignore", nargs="+", action="extend", default=[], metavar="FIELD",
+                    help=f"fields not to compare: {', '.join(FIELDS)}")
     args = ap.parse_args(argv)
-    with refuse_bad_input("compare", f"cannot compare {args.run_a} with {args.run_b}", errors=(Exception,)):   # a failure to compare, never a difference
+    # a failure to compare, never a difference
+    with refuse_bad_input("compare", f"cannot compare {args.run_a} with {args.run_b}", errors=(Exception,)):
         report = compare_runs(args.run_a, args.run_b, ignore=args.ignore)
     print(json.dumps(report, indent=1) if args.json else format_table(report))
     sys.exit(0 if report["equal"] else 1)

@@ -20,28 +20,36 @@ __all__ = ['main']
 
 # %% ../nbs/05f_eval.ipynb #evc00006
 def main(argv=None):
-    "Entry point of `python -m looprl.eval PATH`: held-out accuracies of a checkpoint or a run's newest exported policy."
+    """Entry point of `python -m looprl.eval PATH`: held-out accuracies of a checkpoint or a run's newest exported
+    policy."""
     ap = command_parser("eval", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, or a run directory (its newest exported policy)")
-    ap.add_argument("--data", help="JSONL of prompt/label rows (default: a run's held-out data, else the embedded held-out split)")
+    ap.add_argument("--data", help="JSONL of prompt/label rows (default: a run's held-out data, "
+                                   "else the embedded held-out split)")
     ap.add_argument("--samples", type=int, help="sampled completions per question (default: the run's, else 4)")
     ap.add_argument("--temperature", type=float, help="sampling temperature (default: the run's, else 0.8)")
     ap.add_argument("--seed", type=int, help="seed of the evaluation's completions (default: the run's, else 0)")
     ap.add_argument("--max-new-tokens", type=int, help="tokens per completion at most (default: the run's, else 8)")
-    ap.add_argument("--precision", choices=["fp16", "fp32"], help="default: the run's; else fp32 on the CPU, the family's on a GPU")
+    ap.add_argument("--precision", choices=["fp16", "fp32"],
+                    help="default: the run's; else fp32 on the CPU, the family's on a GPU")
     ap.add_argument("--device", choices=["cpu", "cuda"], help="default: the run's, else cpu")
     ap.add_argument("--limit", type=int, help="evaluate only the first N questions (default: the run's --eval-limit)")
     ap.add_argument("--reward", help=f"reward function as module:function (default: the run's, else {DEFAULT_REWARD})")
-    ap.add_argument("--exit-threshold", type=float, help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
-    ap.add_argument("--exit-mode", choices=["threshold", "sample"], help="Ouro's exit mode (default: the run's, else threshold)")
+    ap.add_argument("--exit-threshold", type=float,
+                    help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
+    ap.add_argument("--exit-mode", choices=["threshold", "sample"],
+                    help="Ouro's exit mode (default: the run's, else threshold)")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
-    with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():   # input errors are ValueErrors; stdout: the result alone
+    # input errors are ValueErrors; stdout: the result alone
+    with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():
         if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
-        given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward, limit=a.limit).items() if v is not None}
+        given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward,
+                                       limit=a.limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
         spec = kw.pop("spec", EvalSpec())
-        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens, a.exit_threshold,
+        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens,
+                                                                 a.exit_threshold,
                                                                  a.exit_mode), astuple(spec))))
         if threads := kw.pop("threads", None): torch.set_num_threads(threads)
         r = evaluate_model(a.path, spec=spec, **kw)

@@ -20,11 +20,13 @@ __all__ = ['INSPECT_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shape
 
 # %% ../nbs/05b_inspect.ipynb #dd133fc4
 def check_sizes(cfg: LoopedConfig, src: str = "config.json") -> LoopedConfig:
-    "Refuse a configuration with a size below its family's minimum (one, or zero for `zero_size_keys`), naming the native key."
+    """Refuse a configuration with a size below its family's minimum (one, or zero for `zero_size_keys`), naming the
+    native key."""
     family = get_family(cfg.family)
     for keys, least in ((family.size_keys, 1), (family.zero_size_keys, 0)):
         for field, key in keys.items():
-            if getattr(cfg, field) < least: raise ConfigError(f"{src}: key '{key}' must be ≥ {least}, got {getattr(cfg, field)}")
+            if getattr(cfg, field) < least:
+                raise ConfigError(f"{src}: key '{key}' must be ≥ {least}, got {getattr(cfg, field)}")
     return cfg
 
 # %% ../nbs/05b_inspect.ipynb #8c02e504
@@ -45,7 +47,8 @@ def check_weight_shapes(keys: dict[str, list[int]], found: dict, src: str = "che
     if missing: raise CheckpointError(f"{src}: missing tensor {missing[0]}{more(missing)}")
     if extra: raise CheckpointError(f"{src}: unexpected tensor {extra[0]} in {found[extra[0]][2]}{more(extra)}")
     for n, shp in keys.items():
-        if found[n][0] != shp: raise CheckpointError(f"{src}: tensor {n} in {found[n][2]} has shape {found[n][0]}, expected {shp}")
+        if found[n][0] != shp:
+            raise CheckpointError(f"{src}: tensor {n} in {found[n][2]} has shape {found[n][0]}, expected {shp}")
 
 # %% ../nbs/05b_inspect.ipynb #12a2e1a8
 def inspect_checkpoint(path) -> dict:
@@ -73,7 +76,8 @@ INSPECT_ERRORS = BAD_INPUT + (SafetensorError,)
 def format_info(info: dict) -> str:
     "`info` as JSON with one line per top-level field and one per state-dict key."
     keys = ",\n".join(f"  {json.dumps(n)}: {json.dumps(s)}" for n, s in info["keys"].items())
-    fields = [f" {json.dumps(k)}: " + ("{\n" + keys + "\n }" if k == "keys" else json.dumps(v)) for k, v in info.items()]
+    fields = [f" {json.dumps(k)}: " + ("{\n" + keys + "\n }" if k == "keys" else json.dumps(v))
+              for k, v in info.items()]
     return "{\n" + ",\n".join(fields) + "\n}"
 
 # %% ../nbs/05b_inspect.ipynb #acd1c8ab

@@ -31,14 +31,17 @@ def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, *
 def check_output(out) -> Path:
     "Refuse an output path that exists and is not an empty directory; return it as a Path."
     out = Path(out)
-    if out.exists() and not out.is_dir(): raise FileExistsError(f"{out}: exists and is not a directory; refusing to overwrite it")
-    if out.is_dir() and any(out.iterdir()): raise FileExistsError(f"{out}: exists and is not empty; refusing to overwrite it")
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out}: exists and is not a directory; refusing to overwrite it")
+    if out.is_dir() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: exists and is not empty; refusing to overwrite it")
     return out
 
 def check_request(family: str | None, out) -> Path:
     "Refuse an unknown family or an output that exists and is not an empty directory; return `out` as a Path."
     if family is None: raise ConfigError(f"--family is required; choose one of {', '.join(family_names())}")
-    if family not in family_names(): raise ConfigError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
+    if family not in family_names():
+        raise ConfigError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
     return check_output(out)
 
 # %% ../nbs/05c_make_tiny.ipynb #1cc7915d

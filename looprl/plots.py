@@ -30,12 +30,14 @@ def resume_matrix(pairs: dict, ax=None):
     text = lambda r: {"equal": "=", "n/a": "n/a", "ignored": "–", "missing": "miss"}.get(r["status"]) or (
         "≠" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.1g}")
     grid = [[shade[r["status"]] for r in reports[k]["fields"]] for k in labels]
-    ax.imshow(grid, cmap=matplotlib.colors.ListedColormap(["#d9534f", "#aaaaaa", "#5cb85c"]), vmin=0, vmax=2, aspect="auto")
+    ax.imshow(grid, cmap=matplotlib.colors.ListedColormap(["#d9534f", "#aaaaaa", "#5cb85c"]), vmin=0, vmax=2,
+              aspect="auto")
     for i, k in enumerate(labels):
         for j, r in enumerate(reports[k]["fields"]):
             ax.text(j, i, text(r), ha="center", va="center", fontsize=7, color="white")
     ax.set_xticks(range(len(FIELDS)), FIELDS, rotation=60, ha="right", fontsize=8)
-    ax.set_yticks(range(len(labels)), [k + (" (different runs)" if reports[k]["different_settings"] else "") for k in labels], fontsize=8)
+    ax.set_yticks(range(len(labels)),
+                  [k + (" (different runs)" if reports[k]["different_settings"] else "") for k in labels], fontsize=8)
     ax.set_title("resume equality: stopped + resumed vs uninterrupted")
     return reports
 
@@ -54,6 +56,7 @@ def reward_and_parity(runs: dict, axes=None):
     axes[0].legend(fontsize=7); axes[1].legend(fontsize=6, ncol=2)
     return axes
 
+# %% ../nbs/05h_plots.ipynb #fae31b9d
 def reward_curve(run, window: int = 5, ax=None):
     "A run's mean reward per update and its moving average."
     r = [x["reward_mean"] for x in read_metrics(run) if x["kind"] == "update"]
@@ -71,11 +74,13 @@ def decode_timing(rows: list[dict], ax=None, title: str = "decode step"):
     ax = ax or plt.subplots(figsize=(6, 3.2))[1]
     B = [r["B"] for r in rows]
     for k, lab in (("eager_ms", "eager"), ("graph_ms", "CUDA graph"), ("bound_ms", "HBM bound")):
-        if all(r.get(k) is not None for r in rows): ax.plot(B, [r[k] for r in rows], marker="o", label=lab, ls="--" if k == "bound_ms" else "-")
+        if all(r.get(k) is not None for r in rows):
+            ax.plot(B, [r[k] for r in rows], marker="o", label=lab, ls="--" if k == "bound_ms" else "-")
     ax.set_xscale("log", base=2); ax.set(xlabel="batch size B", ylabel="ms per decode step", title=title)
     ax.legend(fontsize=8)
     return ax
 
+# %% ../nbs/05h_plots.ipynb #79eefeb1
 def phase_timing(result: dict, ax=None):
     "Complete-phase and warm-rollout time, eager vs graph (medians of matched runs)."
     ax = ax or plt.subplots(figsize=(5, 3.2))[1]
@@ -87,8 +92,14 @@ def phase_timing(result: dict, ax=None):
     for r in result.get("runs", []):               # each run as a dot over its bar
         for i, k in enumerate(keys):
             ax.plot(i + (-0.2 if r["mode"] == "eager" else 0.2), r[run_key[k]], "k.", ms=4)
-    ax.set_xticks(list(x), keys); ax.set(ylabel="seconds", title="complete phase, eager vs graph"); ax.legend(fontsize=8)
+    ax.set_xticks(list(x), keys); ax.set(ylabel="seconds", title="complete phase, eager vs graph")
+    ax.legend(fontsize=8)
     return ax
+
+# %% ../nbs/05h_plots.ipynb #2f5afaee
+def _label(run) -> str: return Path(run).name
+
+def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
 
 # %% ../nbs/05h_plots.ipynb #0a77b8ba
 def _adaptive(run) -> bool:
@@ -96,6 +107,7 @@ def _adaptive(run) -> bool:
     return any(l.get("exit_threshold", 1.0) < 1 or l.get("exit_mode", "threshold") == "sample"
                for l in read_metrics(run) if l.get("kind") == "heldout")
 
+# %% ../nbs/05h_plots.ipynb #3cc4aed2
 def _accuracy_depth(ax, depth, acc, ci, label, **kw):
     "One series of sampled accuracy (with 95 % intervals) against mean exit depth."
     return ax.errorbar(depth, acc, yerr=ci, marker="o", capsize=2, label=label, **kw)[0]
@@ -104,31 +116,34 @@ def depth_figure(runs):
     "Held-out sampled accuracy against mean exit depth at each evaluation, per run (updates annotated)."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     for run in runs:
-        ev = [l for l in read_metrics(run) if l.get("kind") == "heldout" and "mean_exit_depth" in l and not l.get("segment_end")]
+        ev = [l for l in read_metrics(run)
+              if l.get("kind") == "heldout" and "mean_exit_depth" in l and not l.get("segment_end")]
         if not ev: continue
-        _accuracy_depth(ax, [e["mean_exit_depth"] for e in ev], [e["sampled_accuracy"] for e in ev], [e["sampled_ci"] for e in ev], _label(run))
+        _accuracy_depth(ax, [e["mean_exit_depth"] for e in ev], [e["sampled_accuracy"] for e in ev],
+                        [e["sampled_ci"] for e in ev], _label(run))
         for e in ev: ax.annotate(f"u{e['update']}", (e["mean_exit_depth"], e["sampled_accuracy"]), fontsize=6)
-    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="accuracy against depth"); ax.legend(fontsize=7)
+    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="accuracy against depth")
+    ax.legend(fontsize=7)
     return fig
 
+# %% ../nbs/05h_plots.ipynb #ad2aab10
 def exit_table_figure(result: dict):
     "Accuracy against mean exit depth at each threshold, before and after RL (`bench learning --exit-thresholds`)."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     rows = result["table"]
     for when, style in (("before", "--"), ("after", "-")):
         pts = [r[when] for r in rows]
-        _accuracy_depth(ax, [p["mean_exit_depth"] for p in pts], [p["sampled_accuracy"] for p in pts], [p["sampled_ci"] for p in pts],
+        _accuracy_depth(ax, [p["mean_exit_depth"] for p in pts], [p["sampled_accuracy"] for p in pts],
+                        [p["sampled_ci"] for p in pts],
                         f"{when} RL", ls=style)
-        for p in pts: ax.annotate(f"q={p['exit_threshold']:g}", (p["mean_exit_depth"], p["sampled_accuracy"]), fontsize=6)
-    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="Ouro's adaptive exit: accuracy against depth")
+        for p in pts:
+            ax.annotate(f"q={p['exit_threshold']:g}", (p["mean_exit_depth"], p["sampled_accuracy"]), fontsize=6)
+    ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy",
+           title="Ouro's adaptive exit: accuracy against depth")
     ax.legend(fontsize=7)
     return fig
 
 # %% ../nbs/05h_plots.ipynb #f99f0b73
-def _label(run) -> str: return Path(run).name
-
-def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
-
 def reward_figure(runs, window: int = 10):
     "Mean reward per update (faint) and its moving mean, per run."
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -138,12 +153,14 @@ def reward_figure(runs, window: int = 10):
         line, = ax.plot(x, r, alpha=0.25)
         sm = [sum(r[max(0, i - window + 1):i + 1]) / len(r[max(0, i - window + 1):i + 1]) for i in range(len(r))]
         ax.plot(x, sm, color=line.get_color(), label=_label(run))
-    ax.set(xlabel="update", ylabel="mean reward", title=f"training reward (moving mean of {window})"); ax.legend(fontsize=7)
+    ax.set(xlabel="update", ylabel="mean reward", title=f"training reward (moving mean of {window})")
+    ax.legend(fontsize=7)
     return fig
 
 # %% ../nbs/05h_plots.ipynb #c462fe2a
 def heldout_figure(runs):
-    "Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run; ends of earlier segments as open markers."
+    """Held-out greedy and sampled accuracy at each evaluation, with 95 % intervals, per run; ends of earlier segments
+    as open markers."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     few = []
     for run in runs:
@@ -152,9 +169,11 @@ def heldout_figure(runs):
         if not ev: continue
         if len(ev) <= 2: few.append(_label(run))
         x = [e["update"] for e in ev]
-        line = ax.errorbar(x, [e["sampled_accuracy"] for e in ev], yerr=[e["sampled_ci"] for e in ev], marker="o", capsize=2,
+        line = ax.errorbar(x, [e["sampled_accuracy"] for e in ev], yerr=[e["sampled_ci"] for e in ev],
+                           marker="o", capsize=2,
                            label=f"{_label(run)} sampled T={ev[0]['temperature']:g}")[0]
-        ax.errorbar(x, [e["greedy_accuracy"] for e in ev], yerr=[e["greedy_ci"] for e in ev], marker="s", ls="--", capsize=2,
+        ax.errorbar(x, [e["greedy_accuracy"] for e in ev], yerr=[e["greedy_ci"] for e in ev], marker="s",
+                    ls="--", capsize=2,
                     color=line.get_color(), label=f"{_label(run)} greedy")
         for k, m in (("sampled_accuracy", "o"), ("greedy_accuracy", "s")):
             if ends: ax.plot([e["update"] for e in ends], [e[k] for e in ends], m, mfc="none", color=line.get_color(),
@@ -168,19 +187,24 @@ PARITY_FLOOR = 1e-12
 
 # %% ../nbs/05h_plots.ipynb #a67bd5bd
 def parity_figure(runs):
-    "Max and mean |Δ log-prob| between the engine and the trainer's replay, per update; exact zeros on a labelled floor."
+    """Max and mean |Δ log-prob| between the engine and the trainer's replay, per update; exact zeros on a labelled
+    floor."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     for run in runs:
         u = _updates(run)
-        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], PARITY_FLOOR) for l in u], label=f"{_label(run)} max")
-        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], PARITY_FLOOR) for l in u], ls="--", color=line.get_color(),
+        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], PARITY_FLOOR) for l in u],
+                            label=f"{_label(run)} max")
+        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], PARITY_FLOOR) for l in u], ls="--",
+                    color=line.get_color(),
                     label=f"{_label(run)} mean")
     ax.axhline(PARITY_FLOOR, color="grey", ls=":", lw=1, label=f"exactly 0 (drawn at {PARITY_FLOOR:g})")
     ax.set(xlabel="update", ylabel="|Δ log-prob|", title="engine vs trainer log-prob parity"); ax.legend(fontsize=7)
     return fig
 
+# %% ../nbs/05h_plots.ipynb #66b27c51
 def timing_figure(runs):
-    "Seconds per update in each phase but the held-out evaluation (its total is in the title), stacked for the first run; totals for the others."
+    """Seconds per update in each phase but the held-out evaluation (its total is in the title), stacked for the first
+    run; totals for the others."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     eval_s = 0.0
     for i, run in enumerate(runs):
@@ -189,9 +213,12 @@ def timing_figure(runs):
         eval_s += sum(l["time"].get("eval_s", 0) for l in u)
         if i == 0:
             phases = [k for k in u[0]["time"] if k != "eval_s"] if u else []
-            ax.stackplot(x, *[[l["time"].get(k, 0) for l in u] for k in phases], labels=[f"{_label(run)} {k.removesuffix('_s')}" for k in phases], alpha=0.7)
-        else: ax.plot(x, [sum(v for k, v in l["time"].items() if k != "eval_s") for l in u], label=f"{_label(run)} total")
-    ax.set(xlabel="update", ylabel="seconds", title=f"time per update, held-out evaluations left out ({eval_s:.1f} s in all)")
+            ax.stackplot(x, *[[l["time"].get(k, 0) for l in u] for k in phases],
+                         labels=[f"{_label(run)} {k.removesuffix('_s')}" for k in phases], alpha=0.7)
+        else:
+            ax.plot(x, [sum(v for k, v in l["time"].items() if k != "eval_s") for l in u], label=f"{_label(run)} total")
+    ax.set(xlabel="update", ylabel="seconds",
+           title=f"time per update, held-out evaluations left out ({eval_s:.1f} s in all)")
     ax.legend(fontsize=6, ncol=2)
     return fig
 
@@ -216,7 +243,8 @@ def main(argv=None):
     "Entry point of `python -m looprl.plots RUN [RUN …] --out DIR`: a run's figures as PNG files."
     ap = command_parser("plots", main.__doc__)
     ap.add_argument("runs", nargs="*", help="run directories (several are overlaid)")
-    ap.add_argument("--exit-table", help="the JSON of `python -m looprl.bench learning --exit-thresholds …`: draws exits.png")
+    ap.add_argument("--exit-table",
+                    help="the JSON of `python -m looprl.bench learning --exit-thresholds …`: draws exits.png")
     ap.add_argument("--out", required=True, help="directory for the PNG files")
     a = ap.parse_args(argv)
     matplotlib.use("Agg")
@@ -225,7 +253,8 @@ def main(argv=None):
         paths = run_figures(a.runs, a.out) if a.runs else []
         if a.exit_table:
             fig = exit_table_figure(json.loads(Path(a.exit_table).read_text())["result"]); fig.tight_layout()
-            Path(a.out).mkdir(parents=True, exist_ok=True); paths.append(Path(a.out) / "exits.png"); fig.savefig(paths[-1], dpi=110)
+            Path(a.out).mkdir(parents=True, exist_ok=True); paths.append(Path(a.out) / "exits.png")
+            fig.savefig(paths[-1], dpi=110)
     for p in paths: print(p)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

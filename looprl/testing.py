@@ -14,8 +14,8 @@ from .training.settings import TrainSettings
 from .training.distributed import build_sharded_trainer, tensor_parallel, native_rows
 
 # %% auto #0
-__all__ = ['decode_logits', 'engine_logits', 'replay_logits', 'count_collectives', 'sharded_train_rank', 'tensor_parallel_replay',
-           'single_replay']
+__all__ = ['decode_logits', 'engine_logits', 'replay_logits', 'count_collectives', 'sharded_train_rank', 'single_replay',
+           'tensor_parallel_replay']
 
 # %% ../nbs/07a_testing.ipynb #389110e6
 def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
@@ -31,21 +31,25 @@ def decode_logits(model: LoopedLM, ids, latents=None, prefill: int = 1):
 
 # %% ../nbs/07a_testing.ipynb #ae0d9175
 def engine_logits(m, ids, P, lat=None, steps=6):
-    "Logits at positions P-1 … P+steps-2 as the engine gets them: one right-padded prefill, then one-token steps over all rows."
+    """Logits at positions P-1 … P+steps-2 as the engine gets them: one right-padded prefill, then one-token steps over
+    all rows."""
     B, Pmax, rows = len(P), max(P), torch.arange(len(P))
     pad = lambda t, i: torch.cat([t[i, :P[i]], torch.zeros_like(t[i, :Pmax - P[i]])])
     cache, pos = KVCache(m.cfg, B, Pmax + steps), torch.arange(Pmax).expand(B, Pmax)
-    h = m(torch.stack([pad(ids, i) for i in rows]), pos, None if lat is None else torch.stack([pad(lat, i) for i in rows]), cache)
+    h = m(torch.stack([pad(ids, i) for i in rows]), pos,
+          None if lat is None else torch.stack([pad(lat, i) for i in rows]), cache)
     out, pos = [m.logits(h[rows, torch.tensor(P) - 1])], torch.tensor(P)
     for _ in range(steps - 1):
         h = m(ids[rows, pos][:, None], pos[:, None], None if lat is None else lat[rows, pos][:, None], cache)
         out.append(m.logits(h[:, 0])); pos = pos + 1
     return torch.stack(out, 1)
 
+# %% ../nbs/07a_testing.ipynb #a6ba8d7a
 def replay_logits(m, ids, P, lat=None, steps=6):
     "The same logits as the trainer gets them: one forward per sequence."
     L = lambda i: P[i] + steps - 1
-    return torch.stack([m.logits(m(ids[i:i + 1, :L(i)], latents=None if lat is None else lat[i:i + 1, :L(i)])[0, P[i] - 1:])
+    return torch.stack(
+        [m.logits(m(ids[i:i + 1, :L(i)], latents=None if lat is None else lat[i:i + 1, :L(i)])[0, P[i] - 1:])
                         for i in range(len(P))])
 
 # %% ../nbs/07a_testing.ipynb #5384db09
@@ -66,12 +70,23 @@ def count_collectives():
     finally: dist.all_gather_single, dist.reduce_scatter_single = ag, rs
 
 # %% ../nbs/07a_testing.ipynb #c941ff42
-def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, rollouts: list, group_size: int, looped: str = "root",
+def sharded_train_rank(rank: int, world_size: int, model_dir, s: TrainSettings, rollouts: list, group_size: int,
+                       looped: str = "root",
                        tensor_parallel: int = 1):
     "One trainer process (for `run_ranks`): learn from `rollouts` in order; each update's metrics, and the publication."
     tr = build_sharded_trainer(model_dir, s, looped=looped, tensor_parallel=tensor_parallel)
     metrics = [tr.train(r, group_size)["metrics"] for r in rollouts]
     return dict(metrics=metrics, publication=tr.publication())
+
+# %% ../nbs/07a_testing.ipynb #d5a15b29
+def single_replay(model: LoopedLM, rollout: Rollout):
+    "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
+    from looprl.training.trainer import SequenceBatch, response_logprobs
+    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
+                                   temperature=rollout.temperature)
+    lp = response_logprobs(model, b, b.temperature)
+    (lp * b.mask).sum().backward()
+    return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
 # %% ../nbs/07a_testing.ipynb #5c80dc30
 def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollout: Rollout, recompute: bool = False):
@@ -84,11 +99,3 @@ def tensor_parallel_replay(rank: int, world_size: int, cfg, tensors: dict, rollo
     tensor_parallel(m, init_device_mesh("cpu", (world_size,)))
     lp, grads = single_replay(m, rollout)
     return lp, {n: native_rows(m, n, g.full_tensor() if hasattr(g, "full_tensor") else g) for n, g in grads.items()}
-
-def single_replay(model: LoopedLM, rollout: Rollout):
-    "Replayed log-probs of `rollout` [N, R] and the gradients of their masked sum, by parameter name."
-    from looprl.training.trainer import SequenceBatch, response_logprobs
-    b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds, temperature=rollout.temperature)
-    lp = response_logprobs(model, b, b.temperature)
-    (lp * b.mask).sum().backward()
-    return lp.detach() * b.mask, {n: p.grad for n, p in model.named_parameters() if p.grad is not None}

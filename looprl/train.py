@@ -18,18 +18,21 @@ __all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'm
 
 # %% ../nbs/05a_train.ipynb #b3ddd09a
 def parser():
-    "The command line of `python -m looprl.train`: a flag per setting (generated from the options chapter), and --no-progress."
+    """The command line of `python -m looprl.train`: a flag per setting (generated from the options chapter), and
+    --no-progress."""
     ap = command_parser("train", "Reinforcement learning for looped language models.")
     option_flags(ap)
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     return ap
 
+# %% ../nbs/05a_train.ipynb #e7018baa
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}
     if ns.resume:                   # the plan may choose --keep-checkpoints again (not stored); the rest is the run's
         if not ns.output: raise UsageError("--resume needs --output")
-        return options_for_resume(ns.output, {**given, "defaulted": () if "keep_checkpoints" in given else ("keep_checkpoints",)})
+        return options_for_resume(ns.output,
+                                  {**given, "defaulted": () if "keep_checkpoints" in given else ("keep_checkpoints",)})
     fit = tuple(k for k in ADJUSTABLE if k not in given)           # what the memory plan may change (looprl.run.plan)
     return RunOptions.from_flat(ns.output or f"runs/{given.get('algorithm', 'ppo')}", **given, defaulted=fit)
 
@@ -39,30 +42,40 @@ def heldout_summary(lines: list[dict]) -> str | None:
     if not lines: return None
     a, b = lines[0], lines[-1]
     pct = lambda l, k: f"{100 * l[k]:.1f}%"
-    if a is b: return f"held-out ({a['questions']} questions) after {a['update']} updates: greedy {pct(a, 'greedy_accuracy')}, sampled {pct(a, 'sampled_accuracy')}"
-    return (f"held-out ({b['questions']} questions), update {a['update']} → {b['update']}: greedy {pct(a, 'greedy_accuracy')} → {pct(b, 'greedy_accuracy')}, "
-            f"sampled at T={b['temperature']:g} {pct(a, 'sampled_accuracy')} → {pct(b, 'sampled_accuracy')} (± {100 * b['sampled_ci']:.1f}), "
-            f"pass@{b['samples']} {pct(a, 'pass_at_k')} → {pct(b, 'pass_at_k')}")
+    if a is b:
+        return (f"held-out ({a['questions']} questions) after {a['update']} updates: "
+                f"greedy {pct(a, 'greedy_accuracy')}, sampled {pct(a, 'sampled_accuracy')}")
+    return (f"held-out ({b['questions']} questions), update {a['update']} → {b['update']}: "
+            f"greedy {pct(a, 'greedy_accuracy')} → {pct(b, 'greedy_accuracy')}, "
+            f"sampled at T={b['temperature']:g} {pct(a, 'sampled_accuracy')} → {pct(b, 'sampled_accuracy')} "
+            f"(± {100 * b['sampled_ci']:.1f}), pass@{b['samples']} {pct(a, 'pass_at_k')} → {pct(b, 'pass_at_k')}")
 
+# %% ../nbs/05a_train.ipynb #f8e8a0ef
 def summary_table(s: dict, rows: int = 12) -> str:
     "The one-screen summary printed at the end of a run."
     ups = s["updates"]
     if not ups: return f"run {s['run']}: nothing to do"
     lines = [f"looprl · {s['algorithm']} · {s['family']} · {s['precision']} · run {s['run']}",
-             f"{'update':>6} {'reward':>7} {'parity max':>11} {'parity mean':>11} {'skipped':>7} {'rollout s':>9} {'train s':>8} {'publish s':>9} {'ckpt s':>7}"]
+             f"{'update':>6} {'reward':>7} {'parity max':>11} {'parity mean':>11} {'skipped':>7} {'rollout s':>9} "
+             f"{'train s':>8} {'publish s':>9} {'ckpt s':>7}"]
     step = max(1, -(-len(ups) // rows))
     for u in ups[::step] + ([ups[-1]] if (len(ups) - 1) % step else []):
         t = u["time"]
-        lines.append(f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} {u['skipped_steps']:>7} "
-                     f"{t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} {t.get('publication_s', 0):>9.2f} {t.get('checkpoint_s', 0):>7.2f}")
+        lines.append(f"{u['update']:>6} {u['reward_mean']:>7.3f} {u['parity_max']:>11.2e} {u['parity_mean']:>11.2e} "
+                     f"{u['skipped_steps']:>7} {t.get('rollout_s', 0):>9.2f} {t.get('train_s', 0):>8.2f} "
+                     f"{t.get('publication_s', 0):>9.2f} {t.get('checkpoint_s', 0):>7.2f}")
     tot = lambda k: sum(u["time"].get(k, 0) for u in ups)
-    ran = [h for h in s.get("heldout", []) if h["update"] >= s.get("start", 0) and not h.get("segment_end")]   # this process's evaluations
+    # this process's evaluations
+    ran = [h for h in s.get("heldout", []) if h["update"] >= s.get("start", 0) and not h.get("segment_end")]
     ev = f"eval {sum(h['time']['eval_s'] for h in ran):.1f} s ({len(ran)} evaluation{'s' * (len(ran) != 1)})"
-    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · {ev} · train {tot('train_s'):.1f} s · "
-                 f"publication {tot('publication_s'):.1f} s · checkpoint {tot('checkpoint_s'):.1f} s · total {s['total_s']:.1f} s")
+    lines.append(f"startup {s['startup_s']:.1f} s · rollout {tot('rollout_s'):.1f} s · {ev} · "
+                 f"train {tot('train_s'):.1f} s · publication {tot('publication_s'):.1f} s · "
+                 f"checkpoint {tot('checkpoint_s'):.1f} s · total {s['total_s']:.1f} s")
     h = heldout_summary(s.get("heldout", []))
     if h: lines.append(h)
-    if s.get("stopped_after"): lines.append(f"stopped after {s['stopped_after']} updates; continue with: python -m looprl.train --output {s['run']} --resume")
+    if s.get("stopped_after"):
+        lines.append(f"stopped after {s['stopped_after']} updates; "
+                     f"continue with: python -m looprl.train --output {s['run']} --resume")
     return "\n".join(lines)
 
 # %% ../nbs/05a_train.ipynb #35fe1785

@@ -27,12 +27,15 @@ __all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
 # %% ../nbs/05e_verify.ipynb #f1820b9a
 @torch.no_grad()
 def replay_logprobs(model: LoopedLM, completion: Completion, rule: ExitRule = ExitRule()) -> torch.Tensor:
-    "The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch (with its exits)."
+    """The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch (with
+    its exits)."""
     cfg, p, c = model.cfg, next(model.parameters()), completion
     check_trace(c.trace, family=cfg.family, depth=cfg.depth, adaptive=rule.adaptive)
-    one = Rollout([c.prompt_ids], [c.tokens], [c.logprobs], [c.trace.seed], [0.0], c.temperature or 1.0, [list(c.trace.depths)],
+    one = Rollout([c.prompt_ids], [c.tokens], [c.logprobs], [c.trace.seed], [0.0], c.temperature or 1.0,
+                  [list(c.trace.depths)],
                   rule.threshold, rule.mode)
-    b = SequenceBatch.from_rollout([c.prompt_ids], [c.tokens], [c.trace.seed], temperature=c.temperature, device=p.device,
+    b = SequenceBatch.from_rollout([c.prompt_ids], [c.tokens], [c.trace.seed], temperature=c.temperature,
+                                   device=p.device,
                                    exits=replay_exits(one, cfg.depth, p.device))
     return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
 
@@ -46,7 +49,8 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
                       seed: int = 0, temperature: float = 1.0, engine: str = "native", exit_threshold: float = 1.0,
                       exit_mode: str = "threshold") -> dict:
-    "Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the parity."
+    """Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the
+    parity."""
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
     if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
@@ -56,8 +60,10 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if rule.adaptive and engine in ENGINES and engine != "native":       # refused before vLLM is looked for
         raise UsageError(f"--exit-threshold/--exit-mode: the {engine} engine runs every loop; use --engine native")
     make = engine_class(engine, device)
-    if device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device is available")
-    if samples < 1 or max_new_tokens < 1: raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is available")
+    if samples < 1 or max_new_tokens < 1:
+        raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
     dt, cfg = PRECISIONS[dtype], load_config(path)
     exit_contract(rule.threshold, rule.mode, cfg.family)             # Ouro only
@@ -68,32 +74,40 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     max_len = min(cfg.max_positions, max(lens) + max_new_tokens)
     if max(lens) + max_new_tokens > cfg.max_positions:
         raise UsageError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
-    reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(), seed=(seed * 1_000_003 + i) % 2**63,
-                    max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop, exit_threshold=rule.threshold,
+    reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(),
+                    seed=(seed * 1_000_003 + i) % 2**63,
+                    max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop,
+                    exit_threshold=rule.threshold,
                     exit_mode=rule.mode) for i, n in enumerate(lens)]
     eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
     try: comps = eng.generate(reqs)
     finally: getattr(eng, "close", lambda: None)()    # a vLLM engine holds worker threads and its KV cache
-    replay = load_checkpoint(path, "actor", dtype=dt, device=device).eval()   # a fresh instance, as the trainer loads it
+    # a fresh instance, as the trainer loads it
+    replay = load_checkpoint(path, "actor", dtype=dt, device=device).eval()
     diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c, rule).cpu()).abs() for c in comps])
     depths = [d for c in comps for d in c.trace.depths]
     bound = parity_bound(dt, device)
-    return dict(ok=bool(diffs.max() <= bound), max_abs_logprob_diff=diffs.max().item(), mean_abs_logprob_diff=diffs.mean().item(),
-                bound=bound, tokens=len(diffs), samples=samples, finish_reasons={r: sum(c.finish_reason == r for c in comps) for r in ("stop", "length")},
-                family=cfg.family, dtype=dtype_name(dt), device=device, model_dir=str(path), model_revision=cfg.revision,
+    return dict(ok=bool(diffs.max() <= bound), max_abs_logprob_diff=diffs.max().item(),
+                mean_abs_logprob_diff=diffs.mean().item(),
+                bound=bound, tokens=len(diffs), samples=samples,
+                finish_reasons={r: sum(c.finish_reason == r for c in comps) for r in ("stop", "length")},
+                family=cfg.family, dtype=dtype_name(dt), device=device, model_dir=str(path),
+                model_revision=cfg.revision,
                 publication_digest=eng.committed_digest, policy_version=eng.committed_version,
                 engine=engine, engine_revision=eng.engine_revision,
                 params=param_count(replay), kv_planes=cfg.kv_planes, depth=cfg.depth, depth_key=cfg.depth_key,
                 layers=dict(prelude=cfg.n_prelude, core=cfg.n_core, coda=cfg.n_coda), hidden_size=cfg.hidden_size,
                 heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
                 tie_embeddings=cfg.tie_embeddings, latent_profile=replay.latent_profile,
-                seed=seed, temperature=temperature, torch=torch.__version__, exit_threshold=rule.threshold, exit_mode=rule.mode,
+                seed=seed, temperature=temperature, torch=torch.__version__, exit_threshold=rule.threshold,
+                exit_mode=rule.mode,
                 exit_depths={d: depths.count(d) for d in sorted(set(depths))}, distinct_exit_depths=len(set(depths)),
                 mean_exit_depth=sum(depths) / len(depths))
 
 # %% ../nbs/05e_verify.ipynb #b6989553
 def main(argv=None):
-    "Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON (stdout holds it alone)."
+    """Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON (stdout holds
+    it alone)."""
     ap = command_parser("verify", main.__doc__)
     a = ap.add_argument
     a("model_dir", help="checkpoint directory (config.json + safetensors)")
@@ -104,11 +118,15 @@ def main(argv=None):
     a("--seed", type=int, default=0, help="seed of the prompts and completions (default: 0)")
     a("--engine", default="native", help="native or vllm (the optional vLLM engine, CPU only; default: native)")
     a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
-    a("--exit-threshold", type=float, default=1.0, help="Ouro: exit at cumulative exit probability ≥ q, 0 < q ≤ 1 (default: 1, full depth)")
-    a("--exit-mode", default="threshold", help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
+    a("--exit-threshold", type=float, default=1.0,
+      help="Ouro: exit at cumulative exit probability ≥ q, 0 < q ≤ 1 (default: 1, full depth)")
+    a("--exit-mode", default="threshold",
+      help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
     ns = ap.parse_args(argv)
-    with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), stdout_to_stderr():
-        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed, ns.temperature, ns.engine,
+    with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), \
+            stdout_to_stderr():
+        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed,
+                                   ns.temperature, ns.engine,
                                    ns.exit_threshold, ns.exit_mode)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)

@@ -15,7 +15,8 @@ from .core.atomic import atomic_dir
 from .model.registry import default_family, family_names, get_family
 from .model.models import build_model, init_weights, param_count, LoopedLM
 from .model.latents import sequence_latents
-from .run.data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor, build_char_tokenizer,
+from .run.data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor,
+                             build_char_tokenizer,
                          decode_response, encode_prompt, load_prompts, file_sha256)
 from .model.hf import save_checkpoint, checkpoint_sha256
 from .run.evaluation import EvalSpec, evaluate, evaluate_model, model_generate
@@ -41,7 +42,8 @@ def encode_example(tok, row: dict) -> tuple[list[int], int]:
     "(ids, n_prompt): `<bos>` + prompt characters + label characters + `<eos>`, and the prompt's length."
     p = encode_prompt(tok, row["prompt"])
     a = tok.encode(row["label"], add_special_tokens=False).ids
-    if len(a) != len(row["label"]): raise ValueError(f"label {row['label']!r} has characters outside the tokenizer's alphabet")
+    if len(a) != len(row["label"]):
+        raise ValueError(f"label {row['label']!r} has characters outside the tokenizer's alphabet")
     return p + a + [EOS_ID], len(p)
 
 def split_dev(rows: list[dict], dev: int = DEV_ROWS) -> tuple[list[dict], list[dict]]:
@@ -64,12 +66,14 @@ def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], model: L
     for b, (x, n) in enumerate(examples):
         ids[b, :len(x)] = torch.tensor(x)
         tgt[b, n - 1:len(x) - 1] = torch.tensor(x[n:])
-    lat = model.sequence_states(seeds, [S] * len(seeds), torch.float32, "cpu")      # the initial states the model declares
+    # the initial states the model declares
+    lat = model.sequence_states(seeds, [S] * len(seeds), torch.float32, "cpu")
     return ids, tgt, lat
 
 def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
     "Mean cross-entropy of the response tokens under teacher forcing."
-    kw = dict(prompt_lens=(tgt != -100).int().argmax(1) + 1) if model.prefix_lm else {}   # PrefixLM: the prompt both ways
+    # PrefixLM: the prompt both ways
+    kw = dict(prompt_lens=(tgt != -100).int().argmax(1) + 1) if model.prefix_lm else {}
     logits = model.logits(model(ids, latents=lat, **kw))
     return F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
 
@@ -101,8 +105,10 @@ def dev_accuracy(model: LoopedLM, tok, dev_rows: list[dict], seed: int = 0) -> f
 def warmstart(family: str | None = None, max_steps: int = MAX_STEPS, target: float | None = TARGET, seed: int = 0,
               batch_size: int = BATCH_SIZE, lr: float = LR, warmup: int = WARMUP, check_every: int = CHECK_EVERY,
               data=WARMSTART_DATA, log=None) -> tuple[LoopedLM, dict]:
-    "Warm-start a tiny model of `family` (default: the default family): supervised steps until dev greedy accuracy ≥ `target` (None: all `max_steps`)."
-    if max_steps < 1 or batch_size < 1 or check_every < 1: raise ValueError(f"max_steps, batch_size and check_every must be ≥ 1")
+    """Warm-start a tiny model of `family` (default: the default family): supervised steps until dev greedy accuracy ≥
+    `target` (None: all `max_steps`)."""
+    if max_steps < 1 or batch_size < 1 or check_every < 1:
+        raise ValueError(f"max_steps, batch_size and check_every must be ≥ 1")
     with torch_threads(1):
         torch.manual_seed(seed)
         tok = build_char_tokenizer(TINY_ALPHABET)
@@ -115,17 +121,21 @@ def warmstart(family: str | None = None, max_steps: int = MAX_STEPS, target: flo
         for step in range(max_steps):
             for g in opt.param_groups: g["lr"] = lr_at(step, lr, warmup)
             idx = cursor.take(batch_size)
-            ids, tgt, lat = make_batch([examples[i] for i in idx], [example_seed(seed, step, i) for i in range(batch_size)], model)
+            ids, tgt, lat = make_batch([examples[i] for i in idx],
+                                       [example_seed(seed, step, i) for i in range(batch_size)], model)
             loss = answer_loss(model, ids, tgt, lat)
             opt.zero_grad(set_to_none=True); loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
             losses.append(loss.item())
             if target is not None and ((step + 1) % check_every == 0 or step + 1 == max_steps):
                 dev.append((step + 1, dev_accuracy(model.eval(), tok, dev_rows, seed))); model.train()
-                if log: log(f"step {step + 1:5d}  loss {losses[-1]:.4f}  dev greedy {dev[-1][1]:.3f}  {time.perf_counter() - t0:6.1f} s")
+                if log:
+                    log(f"step {step + 1:5d}  loss {losses[-1]:.4f}  dev greedy {dev[-1][1]:.3f}  "
+                        f"{time.perf_counter() - t0:6.1f} s")
                 if dev[-1][1] >= target: break
         return model.eval(), dict(losses=losses, dev=dev, steps=len(losses), train_s=time.perf_counter() - t0,
-                                  rows=len(train_rows), dev_rows=len(dev_rows), reached=bool(dev and dev[-1][1] >= target) if target is not None else None)
+                                  rows=len(train_rows), dev_rows=len(dev_rows),
+                                  reached=bool(dev and dev[-1][1] >= target) if target is not None else None)
 
 # %% ../nbs/05d_warmstart.ipynb #9b66d693
 def command_line(out, family: str, max_steps: int, target, seed: int, batch_size: int, lr: float) -> str:
@@ -147,9 +157,12 @@ def heldout_record(ck: Path, precision: str, spec: EvalSpec = EvalSpec()) -> dic
 
 # %% ../nbs/05d_warmstart.ipynb #wsplat1c
 def platform_record(threads: int = 1) -> dict:
-    "Where a computation ran, as far as its floating-point results depend on it: CPU model, BLAS, instruction set, threads, torch."
+    """Where a computation ran, as far as its floating-point results depend on it: CPU model, BLAS, instruction set,
+    threads, torch."""
     cpu = platform.processor() or platform.machine()
-    try: cpu = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name"))
+    try:
+        cpu = next(l.split(":", 1)[1].strip()
+                   for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name"))
     except (OSError, StopIteration): pass
     cfg = torch.__config__.show()
     pick = lambda key: next((l.split(key, 1)[1].split(",")[0].strip() for l in cfg.splitlines() if key in l), None)
@@ -162,18 +175,23 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
     "Warm-start, save in FP16 with the tokenizer, evaluate on the held-out split and record, atomically at `out`."
     out = check_output(out)
     family = family or default_family().name
-    if family not in family_names(): raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
+    if family not in family_names():
+        raise ValueError(f"--family: unknown model family {family!r}; choose one of {', '.join(family_names())}")
     t0 = time.perf_counter()
     model, tl = warmstart(family, max_steps, target, seed, batch_size, lr, log=log)
     with atomic_dir(out, prefix=f".{out.name}.partial-") as ck:     # the checkpoint and its record appear together
         save_checkpoint(model, ck, dtype=torch.float16, tokenizer=build_char_tokenizer(TINY_ALPHABET))
         L = tl["losses"]
         rec = dict(command=command_line(out, family, max_steps, target, seed, batch_size, lr), family=family, seed=seed,
-                   steps=tl["steps"], max_steps=max_steps, target_dev_accuracy=target, reached_target=tl["reached"], dev_curve=tl["dev"],
-                   batch_size=batch_size, lr=lr, warmup=WARMUP, init_std=INIT_STD, optimizer="AdamW(betas=(0.9, 0.98), weight_decay=0)",
-                   grad_clip=1.0, first_loss=L[0], final_loss=L[-1], final_loss_mean_last_20=sum(L[-20:]) / len(L[-20:]),
+                   steps=tl["steps"], max_steps=max_steps, target_dev_accuracy=target, reached_target=tl["reached"],
+                   dev_curve=tl["dev"],
+                   batch_size=batch_size, lr=lr, warmup=WARMUP, init_std=INIT_STD,
+                   optimizer="AdamW(betas=(0.9, 0.98), weight_decay=0)",
+                   grad_clip=1.0, first_loss=L[0], final_loss=L[-1],
+                   final_loss_mean_last_20=sum(L[-20:]) / len(L[-20:]),
                    params=param_count(model), train_s=round(tl["train_s"], 1),
-                   data=dict(warmstart=_data_record(WARMSTART_DATA) | dict(trained_rows=tl["rows"], dev_rows=tl["dev_rows"]),
+                   data=dict(warmstart=_data_record(WARMSTART_DATA) | dict(trained_rows=tl["rows"],
+                                                                           dev_rows=tl["dev_rows"]),
                              heldout=_data_record(HELDOUT_DATA)),
                    model_sha256=checkpoint_sha256(ck), weights_dtype="float16",
                    environment=platform_record(threads=1),
@@ -190,9 +208,11 @@ def main(argv=None):
     "Entry point of `python -m looprl.warmstart OUT`: warm-start a tiny model and save it with its record."
     ap = command_parser("warmstart", main.__doc__)
     ap.add_argument("out", help="output directory: must not exist, or be empty")
-    ap.add_argument("--family", default=default_family().name, help=f"one of {', '.join(family_names())} (default {default_family().name})")
+    ap.add_argument("--family", default=default_family().name,
+                    help=f"one of {', '.join(family_names())} (default {default_family().name})")
     ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"supervised steps at most (default {MAX_STEPS})")
-    ap.add_argument("--target-accuracy", type=float, default=TARGET, help=f"stop at this dev greedy accuracy (default {TARGET})")
+    ap.add_argument("--target-accuracy", type=float, default=TARGET,
+                    help=f"stop at this dev greedy accuracy (default {TARGET})")
     ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the data order and the latents")
     ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"examples per step (default {BATCH_SIZE})")
@@ -200,8 +220,10 @@ def main(argv=None):
     ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
     a = ap.parse_args(argv)
     with refuse_bad_input("warmstart", a.out):
-        if a.max_steps < 1 or a.batch_size < 1: raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
-        rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed, a.batch_size, a.lr,
+        if a.max_steps < 1 or a.batch_size < 1:
+            raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
+        rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed,
+                    a.batch_size, a.lr,
                     evaluate_model=not a.no_evaluate, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(json.dumps({k: v for k, v in rec.items() if k != "dev_curve"}))
 

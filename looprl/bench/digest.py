@@ -14,18 +14,22 @@ __all__ = ['random_fp16_tensors', 'bench_digest']
 
 # %% ../../nbs/06g_bench_digest.ipynb #0fe7b5b3
 def random_fp16_tensors(nbytes: int, tensor_bytes: int, device) -> dict:
-    "`nbytes` of random FP16 tensors (seed 0) on `device`, `tensor_bytes` each and a ragged last one, named t0000, t0001…"
+    """`nbytes` of random FP16 tensors (seed 0) on `device`, `tensor_bytes` each and a ragged last one, named t0000,
+    t0001…"""
     if nbytes % 2: raise ValueError(f"nbytes must be even (FP16 tensors), got {nbytes}")
     dev = torch.device(device)
     sizes = [tensor_bytes] * (nbytes // tensor_bytes) + ([nbytes % tensor_bytes] if nbytes % tensor_bytes else [])
     gen = torch.Generator(device=dev).manual_seed(0)
-    return {f"t{i:04d}": torch.randint(-2**15, 2**15, (s // 2,), dtype=torch.int16, device=dev, generator=gen).view(torch.float16)
+    return {
+        f"t{i:04d}": torch.randint(-2**15, 2**15, (s // 2,), dtype=torch.int16, device=dev,
+                                   generator=gen).view(torch.float16)
             for i, s in enumerate(sizes)}
 
 # %% ../../nbs/06g_bench_digest.ipynb #7e939dc0
 def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes: int = 1 << 26, repeats: int = 3,
                  cpu: bool = True, threads: int = 16) -> dict:
-    "Seconds and GB/s of the GPU and CPU digest paths over `nbytes` of random FP16 tensors on `device`; whether they agree."
+    """Seconds and GB/s of the GPU and CPU digest paths over `nbytes` of random FP16 tensors on `device`; whether they
+    agree."""
     from looprl.model.hf import tensor_leaves, digest_from_leaves
     from looprl.core.gpu_digest import triton
     dev = torch.device(device)
@@ -37,7 +41,8 @@ def bench_digest(nbytes: int = 7_823_586_624, device: str = "cuda", tensor_bytes
     def timed(**kw):
         sync(); t = time.perf_counter(); d = digest_from_leaves(tensor_leaves(tensors, threads, **kw)); sync()
         return time.perf_counter() - t, d
-    out = dict(bytes=nbytes, tensors=len(tensors), device=str(dev), gpu_first_s=None, gpu_s=None, gpu_all_s=None, gpu_gbps=None,
+    out = dict(bytes=nbytes, tensors=len(tensors), device=str(dev), gpu_first_s=None, gpu_s=None, gpu_all_s=None,
+               gpu_gbps=None,
                cpu_s=None, cpu_gbps=None, speedup=None, equal=None, digest=None)
     if gpu:
         out["gpu_first_s"], out["digest"] = timed()

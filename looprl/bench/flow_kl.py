@@ -30,12 +30,14 @@ def _profiled_peak_bytes(fn) -> int:
     "Peak of the running sum of CPU allocator events recorded by torch.profiler while fn() runs."
     from torch.profiler import ProfilerActivity, profile
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof: fn()
-    events = sorted(((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"))
+    events = sorted(((e.start_ns(), e.nbytes())
+                     for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"))
     cur = peak = 0
     for _, nbytes in events:
         cur += nbytes; peak = max(peak, cur)
     return peak
 
+# %% ../../nbs/06i_bench_flow_kl.ipynb #1dd496a6
 def _peak_extra_bytes(fn, device: torch.device) -> int:
     "Peak memory allocated by fn() on top of what was allocated before it."
     if device.type == "cuda":
@@ -66,7 +68,8 @@ def _cpu_name() -> str:
     "The CPU's model name (from /proc/cpuinfo where there is one)."
     cpu = platform.processor() or platform.machine()
     try:
-        with open("/proc/cpuinfo") as f: cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
     except OSError: pass
     return cpu
 
@@ -88,7 +91,10 @@ def bench_flow_kl(vocab: int = 166144, tokens: int = 64, chunk_sizes=(4096, 1638
                 device_name=torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name(),
                 input_bytes_each=tokens * vocab * 4,
                 method="torch.cuda.max_memory_allocated minus the allocation before the call" if dev.type == "cuda"
-                       else "torch.profiler(profile_memory=True): peak of the running sum of allocator events during the call",
-                torch=torch.__version__, python=platform.python_version(), machine=platform.machine(), cpus=os.cpu_count(),
-                torch_threads=torch.get_num_threads(), load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+                       else "torch.profiler(profile_memory=True): peak of the running sum of allocator events during "
+                            "the call",
+                torch=torch.__version__, python=platform.python_version(), machine=platform.machine(),
+                cpus=os.cpu_count(),
+                torch_threads=torch.get_num_threads(),
+                load_average_1min=os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                 rows=rows)

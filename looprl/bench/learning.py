@@ -16,7 +16,8 @@ __all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'mechani
            'spread', 'summarize', 'bench_learning', 'exit_table', 'bench_exit_learning']
 
 # %% ../../nbs/06b_learning.ipynb #fa75683e
-MECHANISMS = {"clipfrac": "PPO ratio clip", "dppo_w_clipfrac": "DPPO correction clamped to [0.5, 2]", "blocked_frac": "Flow-DPPO KL gate"}
+MECHANISMS = {"clipfrac": "PPO ratio clip", "dppo_w_clipfrac": "DPPO correction clamped to [0.5, 2]",
+              "blocked_frac": "Flow-DPPO KL gate"}
 
 def mechanisms(updates: list[dict]) -> dict:
     "Per mechanism metric present in the run: updates where it was > 0, and its largest value."
@@ -34,19 +35,24 @@ def read_learning_run(run: Path) -> dict:
     if len(ev) < 2: raise ValueError(f"{run}: fewer than two held-out evaluations (is evaluation on?)")
     keys = ("update", "greedy_accuracy", "greedy_ci", "sampled_accuracy", "sampled_ci", "pass_at_k", "pass_at_k_ci")
     curve = [{k: e[k] for k in keys} for e in ev]
-    return dict(updates=len(ups), heldout=curve, questions=ev[0]["questions"], samples=ev[0]["samples"], temperature=ev[0]["temperature"],
-                delta_sampled=ev[-1]["sampled_accuracy"] - ev[0]["sampled_accuracy"], delta_greedy=ev[-1]["greedy_accuracy"] - ev[0]["greedy_accuracy"],
+    return dict(updates=len(ups), heldout=curve, questions=ev[0]["questions"], samples=ev[0]["samples"],
+                temperature=ev[0]["temperature"],
+                delta_sampled=ev[-1]["sampled_accuracy"] - ev[0]["sampled_accuracy"],
+                delta_greedy=ev[-1]["greedy_accuracy"] - ev[0]["greedy_accuracy"],
                 delta_pass_at_k=ev[-1]["pass_at_k"] - ev[0]["pass_at_k"], eval_s=sum(e["time"]["eval_s"] for e in ev),
                 parity_max=max(u["parity_max"] for u in ups), mechanisms=mechanisms(ups))
 
 # %% ../../nbs/06b_learning.ipynb #11aefb29
 def learning_run(algorithm: str, seed: int, out: Path, train_args: tuple = ()) -> dict:
-    "One training run in a fresh process (`python -m looprl.train` with its defaults plus `train_args`), timed and read back."
-    cmd = [sys.executable, "-m", "looprl.train", "--algorithm", algorithm, "--seed", str(seed), "--output", str(out), "--no-progress", *train_args]
+    """One training run in a fresh process (`python -m looprl.train` with its defaults plus `train_args`), timed and
+    read back."""
+    cmd = [sys.executable, "-m", "looprl.train", "--algorithm", algorithm, "--seed", str(seed), "--output", str(out),
+           "--no-progress", *train_args]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    if r.returncode != 0: raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
     res = read_learning_run(out)
     return dict(algorithm=algorithm, seed=seed, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall,
                 train_wall_s=wall - res["eval_s"], **res)
@@ -57,7 +63,8 @@ TIME_BUDGET_S = 300.0
 
 def spread(xs: list[float]) -> dict:
     "Mean, sample standard deviation, minimum, maximum and the values."
-    return dict(mean=statistics.fmean(xs), std=statistics.stdev(xs) if len(xs) > 1 else 0.0, min=min(xs), max=max(xs), values=xs)
+    return dict(mean=statistics.fmean(xs), std=statistics.stdev(xs) if len(xs) > 1 else 0.0, min=min(xs),
+                max=max(xs), values=xs)
 
 # %% ../../nbs/06b_learning.ipynb #ce5366a7
 def summarize(runs: list[dict], targets: dict = TARGETS, budget_s: float = TIME_BUDGET_S) -> dict:
@@ -71,15 +78,18 @@ def summarize(runs: list[dict], targets: dict = TARGETS, budget_s: float = TIME_
         out[alg] = dict(seeds=[r["seed"] for r in rs], delta_sampled=ds, delta_greedy=dg, wall_s=wall,
                         before_sampled=spread([r["heldout"][0]["sampled_accuracy"] for r in rs]),
                         after_sampled=spread([r["heldout"][-1]["sampled_accuracy"] for r in rs]),
-                        target_delta_sampled=t, target_met=None if t is None else bool(ds["mean"] >= t and wall["max"] <= budget_s and dg["mean"] >= 0),
+                        target_delta_sampled=t,
+                        target_met=None if t is None else bool(ds["mean"] >= t and wall["max"] <= budget_s
+                                                               and dg["mean"] >= 0),
                         shortfall=None if t is None else max(0.0, t - ds["mean"]))
     return out
 
 # %% ../../nbs/06b_learning.ipynb #353290d4
 def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 43, 44), workdir: str | None = None,
                    train_args: tuple = (), log=None) -> dict:
-    """Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary.
-    The runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is refused."""
+    """Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary. The
+    runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is
+    refused."""
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-learning-"))
     if clash := [root / f"{a}-{s}" for a in algorithms for s in seeds if (root / f"{a}-{s}").exists()]:
         raise UsageError(f"--workdir: {clash[0]} exists; give an empty --workdir, or none for a new one")
@@ -91,9 +101,13 @@ def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 4
             out = root / f"{alg}-{seed}"
             runs.append(learning_run(alg, seed, out, train_args))
             r = runs[-1]
-            if log: log(f"{alg} seed {seed}: sampled {r['heldout'][0]['sampled_accuracy']:.3f} → {r['heldout'][-1]['sampled_accuracy']:.3f}, "
-                        f"greedy {r['heldout'][0]['greedy_accuracy']:.3f} → {r['heldout'][-1]['greedy_accuracy']:.3f}, {r['wall_s']:.0f} s")
-    return dict(runs=runs, summary=summarize(runs), time_budget_s=TIME_BUDGET_S, targets=TARGETS, train_args=list(train_args))
+            if log:
+                log(f"{alg} seed {seed}: sampled {r['heldout'][0]['sampled_accuracy']:.3f} → "
+                    f"{r['heldout'][-1]['sampled_accuracy']:.3f}, "
+                    f"greedy {r['heldout'][0]['greedy_accuracy']:.3f} → "
+                    f"{r['heldout'][-1]['greedy_accuracy']:.3f}, {r['wall_s']:.0f} s")
+    return dict(runs=runs, summary=summarize(runs), time_budget_s=TIME_BUDGET_S, targets=TARGETS,
+                train_args=list(train_args))
 
 # %% ../../nbs/06b_learning.ipynb #f4fe8b49
 EXIT_THRESHOLDS = (1.0, 0.9, 0.7, 0.5)
@@ -103,7 +117,8 @@ def exit_table(model_dir, thresholds=EXIT_THRESHOLDS, limit: int = 128, seed: in
     from looprl.run.evaluation import evaluate_model, EvalSpec
     keys = ("greedy_accuracy", "greedy_ci", "sampled_accuracy", "sampled_ci", "mean_exit_depth", "questions")
     return [dict(exit_threshold=q, **{k: r[k] for k in keys})
-            for q in thresholds for r in [evaluate_model(model_dir, spec=EvalSpec(seed=seed, exit_threshold=q), limit=limit)]]
+            for q in thresholds for r in [evaluate_model(model_dir, spec=EvalSpec(seed=seed, exit_threshold=q),
+                                                         limit=limit)]]
 
 # %% ../../nbs/06b_learning.ipynb #5034b483
 def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str | None = None, limit: int = 128,
@@ -116,11 +131,15 @@ def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str
     out = root / f"grpo-exits-{seed}"
     if out.exists(): raise UsageError(f"--workdir: {out} exists; give an empty --workdir, or none for a new one")
     before = exit_table(model, thresholds, limit)
-    if log: log("before: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}" for r in before))
+    if log:
+        log("before: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}"
+                                   for r in before))
     args = ("--model", model, "--exit-threshold", "0.9", "--eval-limit", str(limit), *train_args)
     run = learning_run("grpo", seed, out, args)
     after = exit_table(out, thresholds, limit)
-    if log: log("after: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}" for r in after))
+    if log:
+        log("after: " + ", ".join(f"q={r['exit_threshold']:g} {r['sampled_accuracy']:.3f}@{r['mean_exit_depth']:.2f}"
+                                  for r in after))
     depth = [dict(update=u["update"], exit_depth_mean=u["exit_depth_mean"], exit_loop_fraction=u["exit_loop_fraction"])
              for u in read_metrics(out) if u["kind"] == "update" and "exit_depth_mean" in u]
     table = [dict(exit_threshold=b["exit_threshold"], before=b, after=a) for b, a in zip(before, after)]

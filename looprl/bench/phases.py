@@ -14,15 +14,19 @@ from ..core.cli import UsageError
 __all__ = ['PHASE_MODES', 'phase_order', 'run_phase', 'read_ledger', 'check_ledger', 'phase_summary', 'bench_phases']
 
 # %% ../../nbs/06f_bench_phases.ipynb #70ec3077
-PHASE_MODES = {"eager": ("--no-cuda-graphs",), "graph": ("--cuda-graphs",)}   # the one difference between the two runs of a pair
+# the one difference between the two runs of a pair
+PHASE_MODES = {"eager": ("--no-cuda-graphs",), "graph": ("--cuda-graphs",)}
 
 def phase_order(pairs: int) -> list:
-    "Matched pairs AB, BA, AB…: A = eager, B = graph; alternating the order spreads any drift (warming disks, clocks) over both."
+    """Matched pairs AB, BA, AB…: A = eager, B = graph; alternating the order spreads any drift (warming disks, clocks)
+    over both."""
     return [m for i in range(pairs) for m in (("eager", "graph") if i % 2 == 0 else ("graph", "eager"))]
 
 # %% ../../nbs/06f_bench_phases.ipynb #05f70599
-def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, extra: tuple = (), device: str = "cuda") -> dict:
-    "One complete run of `python -m looprl.train` in a fresh process; its wall time and what its summary and metrics say."
+def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, extra: tuple = (),
+              device: str = "cuda") -> dict:
+    """One complete run of `python -m looprl.train` in a fresh process; its wall time and what its summary and metrics
+    say."""
     import shutil, statistics, subprocess
     from looprl.plots import read_metrics
     if not Path(model).is_dir(): raise UsageError(f"--model {model}: no such checkpoint directory")
@@ -40,7 +44,8 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
     captures = [st["captures"] for st in summ["engine_stats_by_update"]]
     return dict(wall_s=wall, startup_s=summ["startup_s"], rollout_s=rollout,
                 warm_rollout_s=statistics.median(rollout[1:]) if len(rollout) > 1 else rollout[0],
-                phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]}, engine_stats=summ["engine_stats"],
+                phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]},
+                engine_stats=summ["engine_stats"],
                 captures_by_update=captures, recaptures_after_warmup=captures[-1] - captures[0])
 
 # %% ../../nbs/06f_bench_phases.ipynb #3634fd44
@@ -50,7 +55,8 @@ def read_ledger(path: Path) -> list[dict]:
     runs = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         try: runs.append(json.loads(line))
-        except json.JSONDecodeError as e: raise UsageError(f"{path}, line {n}: not a JSON run record ({e.msg})") from None
+        except json.JSONDecodeError as e:
+            raise UsageError(f"{path}, line {n}: not a JSON run record ({e.msg})") from None
         if not isinstance(runs[-1], dict): raise UsageError(f"{path}, line {n}: not a JSON object")
     return runs
 
@@ -59,13 +65,15 @@ def check_ledger(runs: list[dict], setting: dict, order: list, ledger: Path):
     "Refuse a ledger whose runs are of another setting or out of `order`, naming the line."
     for n, r in enumerate(runs, 1):
         if r.get("setting") != setting:
-            raise UsageError(f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
+            raise UsageError(
+                f"{ledger}, line {n}: a run of setting {r.get('setting')}, not {setting}; use another ledger")
         if (r.get("index"), r.get("mode")) != (n - 1, order[n - 1] if n <= len(order) else None):
             raise UsageError(f"{ledger}, line {n}: run {r.get('index')} ({r.get('mode')}) is out of the order {order}")
 
 # %% ../../nbs/06f_bench_phases.ipynb #16adacc9
 def phase_summary(runs: list[dict]) -> dict:
-    "Medians per mode of the complete runs' wall and warm rollout times, their ratios, and the graph runs' fallbacks and recaptures."
+    """Medians per mode of the complete runs' wall and warm rollout times, their ratios, and the graph runs' fallbacks
+    and recaptures."""
     import statistics
     med = lambda mode, key: statistics.median(r[key] for r in runs if r["mode"] == mode)
     res = {m: dict(phase_s=med(m, "wall_s"), warm_rollout_s=med(m, "warm_rollout_s")) for m in ("eager", "graph")}
@@ -77,7 +85,8 @@ def phase_summary(runs: list[dict]) -> dict:
     return res
 
 # %% ../../nbs/06f_bench_phases.ipynb #e457abc0
-def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3, workdir: str = "/tmp/looprl-phases",
+def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3,
+                 workdir: str = "/tmp/looprl-phases",
                  extra: tuple = (), device: str = "cuda", max_runs: int | None = None, ledger: str | None = None,
                  run=run_phase) -> dict:
     """Eager vs CUDA-graph decoding over complete runs (startup, rollout, reward, training, publication, checkpoint) in
@@ -91,12 +100,14 @@ def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: i
     first = len(runs)
     for i in range(first, len(order) if max_runs is None else min(len(order), first + max_runs)):
         rec = dict(index=i, mode=order[i], setting=setting,
-                   **run(model, algorithm, updates, order[i], Path(workdir) / f"{i:02d}-{order[i]}", tuple(extra), device))
+                   **run(model, algorithm, updates, order[i], Path(workdir) / f"{i:02d}-{order[i]}",
+                         tuple(extra), device))
         ledger.parent.mkdir(parents=True, exist_ok=True)
         with ledger.open("a") as f: f.write(json.dumps(rec) + "\n")
         runs.append(rec)
     res = dict(algorithm=algorithm, updates=updates, model=str(model), extra=list(extra), ledger=str(ledger),
-               order="".join("A" if m == "eager" else "B" for m in order), runs_done=len(runs), complete=len(runs) == len(order))
+               order="".join("A" if m == "eager" else "B" for m in order), runs_done=len(runs),
+               complete=len(runs) == len(order))
     if res["complete"]: res.update(phase_summary(runs))
     res["runs"] = runs
     return res

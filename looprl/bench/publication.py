@@ -25,7 +25,8 @@ def _publication_model(preset: str, dtype: str, device: str):
 # %% ../../nbs/06e_bench_publication.ipynb #60b4fa48
 def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str = "cuda:1", dtype: str = "float16",
                       repeats: int = 3, disk_dir: str | None = None) -> dict:
-    "Seconds for a complete publication from a model on `src` to an engine on `dst` (memory path; disk path too if `disk_dir`)."
+    """Seconds for a complete publication from a model on `src` to an engine on `dst` (memory path; disk path too if
+    `disk_dir`)."""
     from looprl.model.hf import export_tensors
     from looprl.rollout.engine import Engine
     cfg, m = _publication_model(preset, dtype, src)
@@ -39,7 +40,8 @@ def bench_publication(preset: str = "huginn-0125", src: str = "cuda:0", dst: str
         digest = eng.publish(version, {n: v for n, v in m.state_dict().items()})
         sync(); times.append(time.perf_counter() - t)
     nbytes = sum(v.numel() * v.element_size() for v in m.state_dict().values())
-    out = dict(preset=preset, dtype=dtype, src=src, dst=dst, bytes=nbytes, memory_s=sorted(times)[len(times) // 2], memory_all_s=times, digest=digest)
+    out = dict(preset=preset, dtype=dtype, src=src, dst=dst, bytes=nbytes, memory_s=sorted(times)[len(times) // 2],
+               memory_all_s=times, digest=digest)
     if disk_dir:
         from looprl.model.hf import write_tensors
         d = Path(disk_dir); d.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,8 @@ def _nccl_trainer(preset, dtype, port, repeats, barrier, to_engine):
         t0 = time.perf_counter()                         # CLOCK_MONOTONIC: comparable across processes of one host
         buf, manifest = pack_tensors(m.state_dict(), "cuda:0", buf)
         digest = state_digest(unpack_tensors(buf, manifest))
-        to_engine.put(dict(manifest=manifest, digest=digest, nbytes=buf.numel(), t0=t0, stage_s=time.perf_counter() - t0))
+        to_engine.put(dict(manifest=manifest, digest=digest, nbytes=buf.numel(), t0=t0,
+                           stage_s=time.perf_counter() - t0))
         link.send(buf)
     barrier.wait()
     link.close()
@@ -102,7 +105,9 @@ def bench_publication_nccl(preset: str = "huginn-0125", dtype: str = "float16", 
     for p in ps: p.start()
     rows = [res.get(timeout=900) for _ in range(repeats)]
     for p in ps: p.join(timeout=120)
-    if any(p.exitcode != 0 for p in ps): raise RuntimeError(f"publication benchmark processes exited with {[p.exitcode for p in ps]}")
+    if any(p.exitcode != 0 for p in ps):
+        raise RuntimeError(f"publication benchmark processes exited with {[p.exitcode for p in ps]}")
     med = sorted(r["total_s"] for r in rows)[len(rows) // 2]
-    return dict(preset=preset, dtype=dtype, transport="nccl", src="cuda:0 (process 1)", dst="cuda:1 (process 2)", bytes=rows[0]["bytes"],
+    return dict(preset=preset, dtype=dtype, transport="nccl", src="cuda:0 (process 1)", dst="cuda:1 (process 2)",
+                bytes=rows[0]["bytes"],
                 total_s=med, runs=rows, digest=rows[-1]["digest"])

@@ -78,7 +78,8 @@ def decode_step_times(eng: Engine, batch: int, context: int, graphs: bool, warmu
     graph = None if g is None else _median_ms(lambda: g(tok, pos, lat, sd, temps), warmup, iters, sync)
     step = eng.step_fn(batch)
     default = _median_ms(lambda: step(tok, pos, lat, sd, temps), warmup, iters, sync)
-    return dict(eager_ms=eager, graph_ms=graph, default_ms=default, default_path="eager" if step == eng.decode_step else "graph",
+    return dict(eager_ms=eager, graph_ms=graph, default_ms=default,
+                default_path="eager" if step == eng.decode_step else "graph",
                 latent_ms=latent_ms)
 
 # %% ../../nbs/06c_bench_rollout.ipynb #0697c4dd
@@ -87,25 +88,33 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
     nbytes, dev = decode_bytes(eng.model, batch, context), eng.device
     bound = (nbytes["weights"] + nbytes["kv"]) / bandwidth * 1e3
     eager, graph, default = times["eager_ms"], times["graph_ms"], times["default_ms"]
-    return dict(B=batch, T=context, default_ms=default, default_path=times["default_path"], eager_ms=eager, graph_ms=graph,
-                bound_ms=bound, default_over_bound=default / bound, graph_over_bound=None if graph is None else graph / bound,
-                eager_over_bound=eager / bound, eager_over_graph=None if graph is None else eager / graph, tok_s=batch / default * 1e3,
+    return dict(B=batch, T=context, default_ms=default, default_path=times["default_path"], eager_ms=eager,
+                graph_ms=graph,
+                bound_ms=bound, default_over_bound=default / bound,
+                graph_over_bound=None if graph is None else graph / bound,
+                eager_over_bound=eager / bound, eager_over_graph=None if graph is None else eager / graph,
+                tok_s=batch / default * 1e3,
                 cuda_graphs=eng.cuda_graphs, capture_failures=eng.stats["capture_failures"],
                 latent_ms=times["latent_ms"], weight_bytes=nbytes["weights"], kv_bytes=nbytes["kv"],
-                fused=fused and K.fused_available(dev), family=eng.cfg.family, dtype=str(eng.dtype).removeprefix("torch."),
-                device=str(dev), peak_memory_gib=torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None)
+                fused=fused and K.fused_available(dev), family=eng.cfg.family,
+                dtype=str(eng.dtype).removeprefix("torch."),
+                device=str(dev),
+                peak_memory_gib=torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None)
 
 # %% ../../nbs/06c_bench_rollout.ipynb #9681e9e2
 @torch.no_grad()
-def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16, cuda_graphs: bool | None = None,
-                  device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0, fused: bool = True) -> list[dict]:
+def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16,
+                  cuda_graphs: bool | None = None,
+                  device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0,
+                  fused: bool = True) -> list[dict]:
     """Decode-step time (median, ms) eager, as a CUDA graph (on a GPU) and as the engine runs it by default
     (`cuda_graphs=None`: graphs on a GPU; False: eager) vs the memory-bandwidth bound, per batch size;
     `fused=False` times the plain PyTorch decode path instead of `looprl.model.kernels`."""
     cfg = preset_config(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     graphs = device.type == "cuda"                  # the graph step is timed on a GPU whatever the engine's setting
-    eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=cuda_graphs, graph_buckets=batch_sizes)
+    eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=cuda_graphs,
+                 graph_buckets=batch_sizes)
     init_weights(eng.model, seed)
     eng.model.fused_decode = fused
     cuda = device.type == "cuda"
@@ -113,14 +122,17 @@ def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 
     rows = []
     for B in batch_sizes:
         if cuda: torch.cuda.reset_peak_memory_stats(device)
-        rows.append(_decode_row(eng, B, context, decode_step_times(eng, B, context, graphs, warmup, iters, sync), bandwidth, fused))
+        rows.append(_decode_row(eng, B, context, decode_step_times(eng, B, context, graphs, warmup, iters, sync),
+                                bandwidth, fused))
     del eng
     if cuda: torch.cuda.empty_cache()
     return rows
 
 # %% ../../nbs/06c_bench_rollout.ipynb #161ed5e4
-_KERNEL_KINDS = (("matmul", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")), ("attention", ("attention", "flash", "fmha", "sdpa")),
-                 ("norm", ("rmsnorm", "reduce", "mean")), ("rope_cache", ("rope", "scatter")), ("activation", ("silu",)))
+_KERNEL_KINDS = (("matmul", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "cublas", "splitk")),
+                 ("attention", ("attention", "flash", "fmha", "sdpa")),
+                 ("norm", ("rmsnorm", "reduce", "mean")), ("rope_cache", ("rope", "scatter")),
+                 ("activation", ("silu",)))
 
 def _kernel_kind(name: str) -> str:
     n = name.lower()
@@ -140,8 +152,8 @@ def _kernel_table(kernels) -> tuple[dict, dict]:
 @torch.no_grad()
 def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=torch.float16, fused: bool = True,
                    device="cuda", seed: int = 0, top: int = 12) -> dict:
-    """Where one eager decode step spends GPU time: every kernel of the step (torch.profiler), summed by kind
-    (matmul, attention, norm, rope/cache, activation, other), with the largest kernels; and the graph step's wall time."""
+    """Where one eager decode step spends GPU time: every kernel of the step (torch.profiler), summed by kind (matmul,
+    attention, norm, rope/cache, activation, other), with the largest kernels; and the graph step's wall time."""
     from torch.profiler import profile, ProfilerActivity
     cfg, device = preset_config(cfg), torch.device(device)
     eng = Engine(cfg, device, dtype, max_batch=batch, max_len=context, cuda_graphs=True, graph_buckets=(batch,))
@@ -161,15 +173,20 @@ def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=
     nbytes = decode_bytes(eng.model, batch, context)
     del eng, g
     torch.cuda.empty_cache()
-    return dict(B=batch, T=context, fused=fused, graph_ms=graph_ms, eager_ms=eager_ms, kernels=len(kernels), kernel_ms=total_ms,
+    return dict(B=batch, T=context, fused=fused, graph_ms=graph_ms, eager_ms=eager_ms, kernels=len(kernels),
+                kernel_ms=total_ms,
                 gaps_ms=graph_ms - total_ms, bound_ms=(nbytes["weights"] + nbytes["kv"]) / 4.8e12 * 1e3,
-                by_kind={k: dict(count=c, ms=us / 1e3) for k, (c, us) in sorted(by_kind.items(), key=lambda kv: -kv[1][1])},
-                top=[dict(name=n[:120], count=c, ms=us / 1e3) for n, (c, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]])
+                by_kind={k: dict(count=c, ms=us / 1e3) for k, (c, us) in sorted(by_kind.items(),
+                                                                                key=lambda kv: -kv[1][1])},
+                top=[dict(name=n[:120], count=c, ms=us / 1e3) for n, (c, us) in sorted(by_name.items(),
+                                                                                       key=lambda kv: -kv[1][1])[:top]])
 
 # %% ../../nbs/06c_bench_rollout.ipynb #e829226b
 @torch.no_grad()
-def bench_matmuls(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), dtype=torch.float16, device="cuda", iters: int = 50) -> dict:
-    "Achieved bandwidth of each distinct weight product of a decode step (cuBLAS via F.linear), and of a plain device copy."
+def bench_matmuls(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), dtype=torch.float16, device="cuda",
+                  iters: int = 50) -> dict:
+    """Achieved bandwidth of each distinct weight product of a decode step (cuBLAS via F.linear), and of a plain device
+    copy."""
     cfg, device = preset_config(cfg), torch.device(device)
     m = build_model(cfg, device="meta", dtype=dtype)
     shapes = sorted({tuple(p.shape) for p in m.parameters() if p.dim() == 2})    # Huginn's tied embedding is its head
@@ -208,11 +225,13 @@ def _random_requests(vocab: int, batch: int, prompt_tokens: int, new_tokens: int
 
 # %% ../../nbs/06c_bench_rollout.ipynb #6690c15a
 @torch.no_grad()
-def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8, prompt_tokens: int = 16, new_tokens: int = 32,
+def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8, prompt_tokens: int = 16,
+                          new_tokens: int = 32,
                           dtype=torch.float32, repeats: int = 3, seed: int = 0) -> dict:
     """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
-    `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times after
-    one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the next starts."""
+    `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times
+    after one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the
+    next starts."""
     from looprl.rollout.engines import engine_class
     path = Path(model_dir)
     cfg = load_config(path)
@@ -221,7 +240,8 @@ def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8,
                dtype=str(dtype).removeprefix("torch."), device="cpu", torch_threads=torch.get_num_threads(), engines={})
     for name in engines:
         t0 = time.perf_counter()
-        eng = engine_class(name).from_checkpoint(path, device="cpu", dtype=dtype, max_batch=batch, max_len=prompt_tokens + new_tokens)
+        eng = engine_class(name).from_checkpoint(path, device="cpu", dtype=dtype, max_batch=batch,
+                                                 max_len=prompt_tokens + new_tokens)
         startup, times = time.perf_counter() - t0, []
         try:
             eng.generate(reqs)                                  # warm-up

@@ -34,6 +34,12 @@ def _synthetic_rollout(vocab: int, batch: int, prompt_len: int, response_len: in
                    logprobs=[[-1.0] * response_len for _ in range(batch)], seeds=list(range(batch)),
                    rewards=[float(i % 2) for i in range(batch)], temperature=1.0)
 
+# %% ../../nbs/06d_bench_train.ipynb #1157b53d
+def _random_actor(preset: str, device: str):
+    from looprl.model.models import build_model, init_weights
+    with torch.device(device): actor = build_model(preset_config(preset))
+    return init_weights(actor, seed=0)
+
 # %% ../../nbs/06d_bench_train.ipynb #6b03465f
 def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[float], float | None]:
     "Seconds of each of `steps` updates of trainer `tr` after one warm-up, and the peak CUDA memory (GiB) over them."
@@ -46,15 +52,11 @@ def _timed_updates(tr, rollout: Rollout, steps: int, device: str) -> tuple[list[
         t = time.perf_counter(); tr.train(rollout, group_size=2); sync(); times.append(time.perf_counter() - t)
     return times, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
 
-def _random_actor(preset: str, device: str):
-    from looprl.model.models import build_model, init_weights
-    with torch.device(device): actor = build_model(preset_config(preset))
-    return init_weights(actor, seed=0)
-
 # %% ../../nbs/06d_bench_train.ipynb #dede92ea
 class ShardedTrainBench:
-    """One rank of the FSDP2 trainer (`looprl.training.distributed.ShardedTrainer`, the code path of `--trainer-processes`) over a
-    random actor at `preset` shapes, built inside a `RankGroup`; `timed` runs `_timed_updates` there."""
+    """One rank of the FSDP2 trainer (`looprl.training.distributed.ShardedTrainer`, the code path of
+    `--trainer-processes`) over a random actor at `preset` shapes, built inside a `RankGroup`; `timed` runs
+    `_timed_updates` there."""
     def __init__(self, rank: int, world_size: int, preset: str, s, device: str):
         from looprl.training.distributed import ShardedTrainer
         if device.startswith("cuda"): torch.cuda.set_device(rank)
@@ -62,11 +64,13 @@ class ShardedTrainBench:
         self.trainer = ShardedTrainer(_random_actor(preset, self.device), None, s, self.device)
     def timed(self, rollout: Rollout, steps: int): return _timed_updates(self.trainer, rollout, steps, self.device)
 
+# %% ../../nbs/06d_bench_train.ipynb #82143e15
 def _sharded_times(preset: str, s, device: str, rollout: Rollout, steps: int, processes: int = 1):
     "`_timed_updates` of rank 0 of `processes` FSDP2 trainer processes (CPU tensors over gloo, CUDA tensors over NCCL)."
     from looprl.training.ranks import RankGroup
     group = RankGroup(ShardedTrainBench, processes, preset, s, device,
-                      backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo", threads=torch.get_num_threads())
+                      backend="cpu:gloo,cuda:nccl" if device.startswith("cuda") else "gloo",
+                      threads=torch.get_num_threads())
     try: return group.call("timed", rollout, steps)[0]
     finally: group.close()
 
@@ -78,21 +82,27 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
                 peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single", recompute_every: int = 1,
                 compile_blocks: bool | None = None) -> dict:
     """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
-    'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer process)."""
+    'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer
+    process)."""
     from looprl.training.trainer import Trainer
     from looprl.training.settings import TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
     cfg = preset_config(preset)
-    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch, recompute_every=recompute_every,
-                      compile_blocks=compile_blocks,
-                      optimizer="sgd", warmup_steps=0, minibatches=1)   # one SGD step over the whole batch: the step this benchmark has always timed
+    s = TrainSettings(algorithm=algorithm, precision=precision, recompute=recompute, micro_batch_size=batch,
+                      recompute_every=recompute_every, compile_blocks=compile_blocks,
+                      # one SGD step over the whole batch: the step this benchmark has always timed
+                      optimizer="sgd", warmup_steps=0, minibatches=1)
     rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
     if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
     else: times, peak = _timed_updates(Trainer(_random_actor(preset, device), None, s, device), rollout, steps, device)
     tokens, med = batch * (prompt_len + response_len), sorted(times)[len(times) // 2]
     flops = model_flops_per_token(cfg, prompt_len + response_len) * tokens
     compiled = device.startswith("cuda") and trainer == "single" if compile_blocks is None else compile_blocks
-    return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute, recompute_every=recompute_every,
-                compile_blocks=compiled, batch=batch, seq_len=prompt_len + response_len,
-                step_s=med, tokens_per_s=tokens / med, model_tflops=flops / med / 1e12, mfu=flops / med / (peak_tflops * 1e12),
-                peak_memory_gib=peak, note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training pass only")
+    return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute,
+                recompute_every=recompute_every, compile_blocks=compiled, batch=batch,
+                seq_len=prompt_len + response_len,
+                step_s=med, tokens_per_s=tokens / med, model_tflops=flops / med / 1e12,
+                mfu=flops / med / (peak_tflops * 1e12),
+                peak_memory_gib=peak,
+                note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training "
+                     "pass only")
