@@ -30,7 +30,8 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
     def exec_module(self, module): module.__spec__ = self.specs[module.__name__]   # importing set the alias spec on it
     def get_code(self, name):
-        return compile(f"import runpy; runpy.run_module({moved_name(name)!r}, run_name='__main__', alter_sys=True)", name, "exec")
+        run = f"import runpy; runpy.run_module({moved_name(name)!r}, run_name='__main__', alter_sys=True)"
+        return compile(run, name, "exec")
 
 # first, before the path finder: an old child name (looprl.families.huginn) imports the one module too
 if not any(isinstance(f, MovedModules) for f in sys.meta_path): sys.meta_path.insert(0, MovedModules())

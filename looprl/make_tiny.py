@@ -1,4 +1,4 @@
-"""`python -m looprl.make_tiny --family FAMILY OUT`: a seeded tiny checkpoint of any family, in the real layout, for tests and tutorials.
+"""`python -m looprl.make_tiny --family FAMILY OUT`: a seeded tiny checkpoint of any family, in the real layout.
 
 Docs: https://looprl.github.io/looprl/make_tiny.html.md"""
 

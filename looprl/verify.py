@@ -1,4 +1,4 @@
-"""`python -m looprl.verify MODEL_DIR`: generate with the engine, replay with the trainer's full-sequence forward, and report the log-prob parity.
+"""`python -m looprl.verify MODEL_DIR`: generate with the engine, replay with the trainer, report log-prob parity.
 
 Docs: https://looprl.github.io/looprl/verify.html.md"""
 

@@ -1,4 +1,4 @@
-"""`python -m looprl.warmstart OUT --family F`: how the tiny models shipped in `looprl/assets/` were made, so that RL has something to improve and a way to show it.
+"""`python -m looprl.warmstart OUT --family F`: how the tiny models in `looprl/assets/` were made to start RL from.
 
 Docs: https://looprl.github.io/looprl/warmstart.html.md"""
 

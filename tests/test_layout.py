@@ -99,6 +99,11 @@ def long_modules(root: Path, limit: int = 400) -> list[str]:
     return sorted(f"{m}: {len(f.read_text().splitlines())} lines" for m, f in modules(root).items()
                   if len(f.read_text().splitlines()) > limit)
 
+def long_lines(root: Path, limit: int = 120) -> list[str]:
+    "Lines over `limit` characters, but nbdev's generated `__all__` (wrapped at 120 after its `__all__ = ` prefix)."
+    return [f"{m}:{i}: {len(line)} characters" for m, f in sorted(modules(root).items())
+            for i, line in enumerate(f.read_text().splitlines(), 1) if len(line) > limit and not line.startswith("__all__ = ")]
+
 def make_package(tmp: Path, files: dict) -> Path:
     root = tmp / "pkg"
     for name, text in files.items():
@@ -120,6 +125,8 @@ def test_the_checks_catch_what_they_guard(tmp_path):
     assert upward_imports(layered) == ["pkg.core.state imports pkg.run.loop"]   # down (run → core, train → run) is fine
     assert top_level_strays(layered) == ["notes"]
     assert long_modules(layered) == ["pkg.run.loop: 402 lines"]
+    wide = make_package(tmp_path / "wide", {"__init__.py": "__all__ = ['" + "a" * 130 + "']\n", "w.py": "x = 1  # " + "w" * 120 + "\n"})
+    assert long_lines(wide) == ["pkg.w:1: 129 characters"]
 
 def test_looprl_has_no_import_cycle():
     assert import_cycles(PACKAGE) == []
@@ -142,6 +149,9 @@ def test_looprl_top_level_holds_only_the_commands_and_the_face():
 
 def test_no_module_is_over_400_lines():
     assert long_modules(PACKAGE) == []
+
+def test_no_line_is_over_120_characters():
+    assert long_lines(PACKAGE) == []
 
 def test_names_from_before_the_layout_import_the_same_module():
     "`looprl.rewards`, `looprl.families.huginn`, reward specs and `python -m looprl.data` keep working; the modules keep their own names."

@@ -1,4 +1,4 @@
-"""`python -m looprl.bench …`: rollout, training, publication, latent and KL benchmarks, written as JSON with the command that made them.
+"""`python -m looprl.bench …`: rollout, training, publication, latent and KL benchmarks, as JSON with their command.
 
 Docs: https://looprl.github.io/looprl/bench.html.md"""
 

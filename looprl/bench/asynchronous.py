@@ -1,4 +1,4 @@
-"""`python -m looprl.bench async`: the same run synchronous and with `--async`, in fresh processes in matched pairs; updates per second of each, their ratio, and the held-out accuracy of both.
+"""`python -m looprl.bench async`: one run synchronous and with `--async`, in matched pairs: updates/s and accuracy.
 
 Docs: https://looprl.github.io/looprl/bench_async.html.md"""
 

@@ -1,4 +1,4 @@
-"""`python -m looprl.bench digest`: seconds and GB/s of the GPU and CPU publication digests over the same bytes, and whether they agree.
+"""`python -m looprl.bench digest`: seconds and GB/s of the GPU and CPU digests over the same bytes, and agreement.
 
 Docs: https://looprl.github.io/looprl/bench_digest.html.md"""
 

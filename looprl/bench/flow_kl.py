@@ -1,4 +1,4 @@
-"""`python -m looprl.bench flow-kl`: peak extra memory and time of the chunked full-vocabulary KL of Flow-DPPO, per chunk size.
+"""`python -m looprl.bench flow-kl`: peak extra memory and time of Flow-DPPO's chunked KL, per chunk size.
 
 Docs: https://looprl.github.io/looprl/bench_flow_kl.html.md"""
 

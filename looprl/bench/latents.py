@@ -1,4 +1,4 @@
-"""`python -m looprl.bench latents`: replayed latent noise, the fast path and a warm-cache replay against one generator per position.
+"""`python -m looprl.bench latents`: replayed latent noise, the fast path and a warm cache against the reference.
 
 Docs: https://looprl.github.io/looprl/bench_latents.html.md"""
 

@@ -1,4 +1,4 @@
-"""`python -m looprl.bench learning`: does RL make the embedded model better on questions it never saw? Runs, times and summarises.
+"""`python -m looprl.bench learning`: does RL make the embedded model better on questions it never saw?
 
 Docs: https://looprl.github.io/looprl/learning.html.md"""
 

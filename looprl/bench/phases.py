@@ -1,4 +1,4 @@
-"""`python -m looprl.bench phases`: eager against CUDA-graph decoding over complete training runs in fresh processes, in matched pairs.
+"""`python -m looprl.bench phases`: eager against CUDA-graph decoding over whole runs, in matched pairs.
 
 Docs: https://looprl.github.io/looprl/bench_phases.html.md"""
 

@@ -1,4 +1,4 @@
-"""`python -m looprl.bench publication`: seconds for a complete publication from the trainer's model to an engine, digest and checks included.
+"""`python -m looprl.bench publication`: seconds for a complete publication from trainer to engine, checks included.
 
 Docs: https://looprl.github.io/looprl/bench_publication.html.md"""
 

@@ -1,4 +1,4 @@
-"""Decode-step time against the memory-bandwidth bound, where a step's GPU time goes, cuBLAS bandwidth, and end-to-end generate throughput of the two engines.
+"""Decode-step time against the bandwidth bound, where a step's GPU time goes, and both engines' throughput.
 
 Docs: https://looprl.github.io/looprl/bench_rollout.html.md"""
 

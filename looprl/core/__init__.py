@@ -1,1 +1,1 @@
-"The foundation every layer stands on: files written atomically, the commands' errors, precision names, digests and the run state."
+"The foundation of every layer: atomic files, the commands' errors, precision names, digests and the run state."

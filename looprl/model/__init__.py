@@ -1,1 +1,1 @@
-"The model layer: configs, the family registry and the families, the looped models, their kernels and latents, checkpoints."
+"The model layer: configs, the family registry and families, the looped models, kernels, latents, checkpoints."

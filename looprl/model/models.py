@@ -230,8 +230,8 @@ def call_block(block, x, ctx, plane): return block(x, ctx, plane)
 
 @functools.cache
 def compiled_block():
-    """`call_block` through `torch.compile`: one graph per block class and grad mode. Deterministic kernels (no on-device
-    benchmarking picks one), so a resumed run compiles the same kernels as the uninterrupted one."""
+    """`call_block` through `torch.compile`: one graph per block class and grad mode. Deterministic kernels (no
+    on-device benchmarking picks one), so a resumed run compiles the same kernels as the uninterrupted one."""
     import torch._inductor.config as inductor
     opts = {"deterministic": True} if hasattr(inductor, "deterministic") else {"triton.autotune_pointwise": False}
     return torch.compile(call_block, dynamic=False, options=opts)

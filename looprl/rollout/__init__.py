@@ -1,1 +1,1 @@
-"The rollout layer: counter-based sampling, the engines (looprl's and vLLM), weight publications, adaptive exit, traces."
+"The rollout layer: counter-based sampling, the engines (looprl's and vLLM), publications, adaptive exit, traces."

@@ -47,11 +47,10 @@ def learner_bytes(n: int, precision: str, optimizer: str, momentum: float = 0.0)
 
 # %% ../../nbs/04h_plan.ipynb #bcaddda2
 def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool, every: int = 1) -> int:
-    """Saved activations of one micro-batch of `rows` sequences of `seq` tokens through the actor (forward and
-    backward). With `recompute`, one block application in `every` keeps only its input (one rebuilt at a time)."""
+    "Saved activations of a micro-batch through the actor; with `recompute`, 1 block application in `every` keeps its input."
     wb, h, L, tokens = (2 if precision == "fp16" else 4), cfg.hidden_size, cfg.kv_planes, rows * seq
     per_app = (12 * h + 4 * cfg.intermediate_size) * wb
-    recomputed = -(-L // every) if recompute else 0
+    recomputed = -(-L // every) if recompute else 0     # one recomputed application is rebuilt at a time in backward
     body = recomputed * 2 * h * wb + (L - recomputed) * per_app + (per_app if recompute else 0)
     return tokens * (body + 12 * cfg.vocab_size)
 

@@ -34,7 +34,7 @@ class TrainSettings:
     micro_batch_size: int = 16          # sequences per forward/backward
     recompute: bool = False             # checkpoint activations per physical block
     recompute_every: int = 1            # with recompute: one block application in every k recomputed, the others' kept
-    compile_blocks: bool | None = None  # torch.compile each block for training (deterministic kernels); default: on with CUDA
+    compile_blocks: bool | None = None  # torch.compile each block for training (deterministic); default: on with CUDA
     clip_low: float = 0.2               # PPO ratio clip below 1
     clip_high: float = 0.2              # PPO ratio clip above 1
     value_clip: float = 0.2             # critic value clip
