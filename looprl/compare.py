@@ -6,18 +6,19 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 
 # %% ../nbs/05g_compare.ipynb #773474e4
 from __future__ import annotations
-import json, math, struct, sys, tempfile
+import json, sys, tempfile
 from pathlib import Path
 import torch
 from .core.cli import UsageError, command_parser, refuse_bad_input
 from .core.state import (RunError, contract_differences, latest_checkpoint, read_contract, read_metrics,
                                rank_file, MEGATRON_STATE)
+from .core.bitwise import differences
+
 
 # %% auto #0
 __all__ = ['ABSENT', 'PER_COMPLETION', 'PER_RECORD', 'OTHER_KEYS', 'FIELD_SPECS', 'NA_WHEN_NEITHER_HAS', 'FIELDS', 'CompareError',
-           'megatron_part', 'read_megatron_state', 'load_run', 'show_pair', 'tensor_differences', 'differences', 'dig',
-           'lack', 'each', 'segment_ends', 'compare_field', 'setting_differences', 'compare_runs', 'format_table',
-           'main']
+           'megatron_part', 'read_megatron_state', 'load_run', 'dig', 'lack', 'each', 'segment_ends', 'compare_field',
+           'setting_differences', 'compare_runs', 'format_table', 'main']
 
 # %% ../nbs/05g_compare.ipynb #02b30a5e
 class CompareError(UsageError):
@@ -94,73 +95,6 @@ def load_run(run) -> dict:
                 loop=_read(ck / "loop.json", _json),
                 rollouts={f"update {int(f.stem[7:])}": _read(f, _json) for f in files},
                 metrics=_read(run / "metrics.jsonl", lambda f: read_metrics(run)))
-
-# %% ../nbs/05g_compare.ipynb #060dd073
-def _bits(x: float) -> str: return "0x" + struct.pack("<d", x)[::-1].hex()
-
-def _short(x) -> str:
-    if isinstance(x, torch.Tensor): return f"tensor({str(x.dtype).removeprefix('torch.')}, shape {list(x.shape)})"
-    s = repr(x)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-def show_pair(x, y) -> str:
-    """Two differing values as a message shows them: with their types where those differ, with their bits where they
-    print alike."""
-    sx, sy = _short(x), _short(y)
-    if type(x) is not type(y): return f"{sx} ({type(x).__name__}) vs {sy} ({type(y).__name__})"
-    if sx == sy and isinstance(x, float): return f"{sx} ({_bits(x)}) vs {sy} ({_bits(y)})"
-    return f"{sx} vs {sy}"
-
-def _abs_diff(x, y) -> float | None:
-    "|x − y| for two numbers (not bools) when it is finite, else None."
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (x, y)): return None
-    d = float(abs(x - y))
-    return d if math.isfinite(d) else None
-
-# %% ../nbs/05g_compare.ipynb #ba8da33b
-def tensor_differences(a: torch.Tensor, b: torch.Tensor, where: str):
-    """Yield (where, what, |Δ|) when two tensors differ in dtype, shape or any byte; the first differing element is
-    named by its index."""
-    if a.dtype != b.dtype:
-        yield where, f"dtype {str(a.dtype).removeprefix('torch.')} vs {str(b.dtype).removeprefix('torch.')}", None
-        return
-    if a.shape != b.shape: yield where, f"shape {list(a.shape)} vs {list(b.shape)}", None; return
-    n, size = a.numel(), a.element_size()
-    ba, bb = (t.detach().contiguous().reshape(-1).view(torch.uint8) for t in (a, b))
-    if torch.equal(ba, bb): return                           # integer bytes: equal means bitwise equal
-    same_size_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
-    differ = ba.view(same_size_int) != bb.view(same_size_int) if same_size_int else (
-        ba.reshape(n, size) != bb.reshape(n, size)).any(1)
-    ba, bb = ba.reshape(n, size), bb.reshape(n, size)
-    k = int(differ.nonzero()[0, 0])
-    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
-    va, vb = fa[k].item(), fb[k].item()
-    hexa, hexb = ("0x" + bytes(x[k].tolist()[::-1]).hex() for x in (ba, bb))
-    what = f"{va!r} vs {vb!r}" if repr(va) != repr(vb) else f"{va!r} ({hexa}) vs {vb!r} ({hexb})"
-    if (count := int(differ.sum())) > 1: what += f" ({count} of {n} elements differ)"
-    d = torch.empty(0)
-    if not (a.dtype == torch.bool or a.is_complex()): d = (fa[differ].double() - fb[differ].double()).abs()
-    d = d[torch.isfinite(d)]
-    index = ", ".join(str(int(i)) for i in torch.unravel_index(torch.tensor(k), a.shape))
-    yield (f"{where} at index ({index})" if a.dim() else where), what, (float(d.max()) if d.numel() else None)
-
-# %% ../nbs/05g_compare.ipynb #e5e7e182
-def differences(a, b, where: str):
-    "Yield (where, what, |Δ| or None) for every bitwise difference between two nested values, in order."
-    if type(a) is not type(b): yield where, show_pair(a, b), _abs_diff(a, b)
-    elif isinstance(a, torch.Tensor): yield from tensor_differences(a, b, where)
-    elif isinstance(a, dict):
-        for side, x, y in (("A", a, b), ("B", b, a)):
-            for k in x:
-                if k not in y: yield where, f"key {k!r} in {side} only", None
-        for k in a:
-            if k in b: yield from differences(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (list, tuple)):
-        if len(a) != len(b): yield where, f"length {len(a)} vs {len(b)}", None
-        for i, (x, y) in enumerate(zip(a, b)): yield from differences(x, y, f"{where}[{i}]")
-    elif isinstance(a, float):
-        if _bits(a) != _bits(b): yield where, show_pair(a, b), _abs_diff(a, b)
-    elif a != b: yield where, show_pair(a, b), _abs_diff(a, b)
 
 # %% ../nbs/05g_compare.ipynb #222253c8
 class _Absent:

@@ -105,7 +105,7 @@ class TensorBoardLog(RunLog):
 
 # %% ../../nbs/04m_logs.ipynb #1a491405
 def durable_lines(run_dir, lines: list) -> list:
-    "The leading metrics lines a resume keeps (as `loop.kept_line` does at the latest checkpoint's next update)."
+    "The leading metrics lines a resume keeps (as `run_dir.kept_line` does at the latest checkpoint's next update)."
     ck = latest_checkpoint(Path(run_dir))
     done = json.loads((ck / "loop.json").read_text())["next_update"] if ck else 0
     keep = lambda l: l["update"] < done or (l["update"] == done and l["kind"] == "heldout" and l.get("final"))

@@ -19,80 +19,27 @@ from ..rollout.records import Request, Completion, Rollout
 from .reward_specs import score_completion, RewardError
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
-from ..core.state import (RunError, save_checkpoint, latest_checkpoint, load_loop_state, contract_differences,
-                               read_contract, seed_everything, restore, append_metrics, read_metrics, policy_path,
-                               POLICIES, LATEST, METRICS)
+from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, seed_everything, restore,
+                               append_metrics, read_metrics, policy_path, POLICIES, LATEST)
 from .placement import Placement, PlacementError
-from .options import RunOptions, NOT_STORED     # the settings (also importable from here)
+from .options import RunOptions     # the settings (also importable from here)
 from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
 from .pipeline import RolloutPipeline, resume_pending, engine_process
 from .prepare import Prepared, prepare
+from .run_dir import open_run, truncate_records
+
 
 # %% auto #0
-__all__ = ['completion_seed', 'open_run', 'kept_line', 'truncate_records', 'generate_requests', 'check_rollout', 'RunFailed',
-           'score', 'count', 'eval_due', 'heldout_line', 'sample_rollout', 'train_rollout', 'rollout_records',
-           'update_line', 'check_skipped', 'save_progress', 'one_update', 'export_policy', 'RunInterrupted',
-           'signals_as_exceptions', 'start_workers', 'interrupted_message', 'rollout_pipeline', 'finish_summary', 'run']
+__all__ = ['completion_seed', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line',
+           'sample_rollout', 'train_rollout', 'rollout_records', 'update_line', 'check_skipped', 'save_progress',
+           'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
+           'interrupted_message', 'rollout_pipeline', 'finish_summary', 'run']
 
 # %% ../../nbs/04k_loop.ipynb #1d6408e0
 def completion_seed(run_seed: int, update: int, index: int) -> int:
     "The seed of completion `index` of update `update`: blake2b(run seed ‖ update ‖ index) mod 2**63."
     ident = b"".join(int(x).to_bytes(8, "little") for x in (run_seed, update, index))
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
-
-# %% ../../nbs/04k_loop.ipynb #1dc8a9b5
-def _run_file(p: Prepared) -> str:
-    o = p.opts
-    options = {k: v for k, v in o.flat().items() if k not in NOT_STORED}
-    # paths as resolved, defaults included
-    options.update(model=str(o.model_dir.resolve()), data=str(Path(o.data_path).resolve()),
-                   eval_data=str(Path(o.eval_path).resolve()) if o.eval_path is not None else None)
-    return json.dumps(dict(contract=p.contract, options=options, command=sys.argv), indent=1)
-
-def open_run(p: Prepared) -> tuple[Path, dict | None]:
-    "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
-    o, run = p.opts, Path(p.opts.output)
-    if not o.resume:
-        if run.exists() and any(run.iterdir()):
-            raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
-        run.mkdir(parents=True, exist_ok=True)
-        (run / "rollouts").mkdir()
-        atomic_write_text(run / "run.json", _run_file(p))
-        return run, None
-    if not (run / "run.json").exists(): raise UsageError(f"--resume: {run} is not a looprl run directory (no run.json)")
-    try:
-        stored = read_contract(run)
-        diff = contract_differences({**stored, "updates": None}, {**p.contract, "updates": None})
-        if diff: raise RunError(f"{run / 'run.json'}: cannot resume with different settings: " + "; ".join(diff))
-        ck = latest_checkpoint(run)
-    except RunError as e: raise UsageError(str(e)) from None
-    loop = load_loop_state(ck, restore=False) if ck else None
-    done = loop["next_update"] if loop else 0
-    if done >= o.updates:
-        raise UsageError(f"--resume: {run} has already finished all {done} updates (resume with a larger --updates to "
-                         "extend it)")
-    if stored["updates"] != o.updates:
-        atomic_write_text(run / "run.json", _run_file(p))   # extended (or shortened): the new total
-    return run, loop
-
-# %% ../../nbs/04k_loop.ipynb #47452839
-def kept_line(l: dict, next_update: int) -> dict | None:
-    """A metrics line as kept when the run continues at `next_update`: earlier lines as they are, the final evaluation
-    of a finished run marked `segment_end` (a measurement is never deleted), anything else None (it is recomputed)."""
-    if l["update"] < next_update: return l
-    if l["update"] == next_update and l.get("kind") == "heldout" and l.get("final"): return {**l, "segment_end": True}
-    return None
-
-# %% ../../nbs/04k_loop.ipynb #44786cee
-def truncate_records(run: Path, next_update: int):
-    """Drop metrics lines and rollout records of updates ≥ `next_update` (they are recomputed), and a torn last metrics
-    line; a finished run's final evaluation is kept, marked as the end of its segment (see `kept_line`)."""
-    m = run / METRICS
-    if m.exists():
-        kept = [k for l in read_metrics(run) if (k := kept_line(l, next_update)) is not None]
-        atomic_write_text(m, "".join(json.dumps(l) + "\n" for l in kept))
-    for f in (run / "rollouts").glob("update-*.json"):
-        if int(f.stem.split("-")[1]) >= next_update: f.unlink()
 
 # %% ../../nbs/04k_loop.ipynb #9bb0fd4e
 def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[Request]:

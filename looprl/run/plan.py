@@ -47,7 +47,7 @@ def learner_bytes(n: int, precision: str, optimizer: str, momentum: float = 0.0)
 
 # %% ../../nbs/04h_plan.ipynb #bcaddda2
 def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, recompute: bool, every: int = 1) -> int:
-    "Saved activations of a micro-batch through the actor; with `recompute`, 1 block application in `every` keeps its input."
+    "Saved activations of a micro-batch through the actor; with `recompute`, 1 application in `every` keeps its input."
     wb, h, L, tokens = (2 if precision == "fp16" else 4), cfg.hidden_size, cfg.kv_planes, rows * seq
     per_app = (12 * h + 4 * cfg.intermediate_size) * wb
     recomputed = -(-L // every) if recompute else 0     # one recomputed application is rebuilt at a time in backward
