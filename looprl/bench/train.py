@@ -94,10 +94,12 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
                       optimizer="sgd", warmup_steps=0, minibatches=1)
     rollout = _synthetic_rollout(cfg.vocab_size, batch, prompt_len, response_len)
     if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
-    else: times, peak = _timed_updates(Trainer(_random_actor(preset, device), None, s, device), rollout, steps, device)
+    else:
+        tr = Trainer(_random_actor(preset, device), None, s, device)
+        times, peak = _timed_updates(tr, rollout, steps, device)
     tokens, med = batch * (prompt_len + response_len), sorted(times)[len(times) // 2]
     flops = model_flops_per_token(cfg, prompt_len + response_len) * tokens
-    compiled = device.startswith("cuda") and trainer == "single" if compile_blocks is None else compile_blocks
+    compiled = trainer == "single" and tr.actor.model.compile_blocks     # the FSDP2 trainer keeps blocks eager
     return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute,
                 recompute_every=recompute_every, compile_blocks=compiled, batch=batch,
                 seq_len=prompt_len + response_len,

@@ -21,7 +21,8 @@ from ..core.precision import dtype_name
 
 # %% auto #0
 __all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
-           'checkpoint_files', 'read_tensors', 'check_tensors', 'load_into', 'load_checkpoint', 'checkpoint_sha256']
+           'checkpoint_files', 'read_tensors', 'name_mismatch', 'check_tensors', 'load_into', 'load_checkpoint',
+           'checkpoint_sha256']
 
 # %% ../../nbs/01j_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
@@ -126,6 +127,13 @@ def read_tensors(path) -> dict[str, torch.Tensor]:
     return out
 
 # %% ../../nbs/01j_hf.ipynb #be50f0e2
+def name_mismatch(got, want, src: str) -> str | None:
+    "The first tensor name missing from `got` or not in `want` (with how many more), as a message; None if they agree."
+    for what, names in (("missing", sorted(set(want) - set(got))), ("unexpected", sorted(set(got) - set(want)))):
+        more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+        if names: return f"{src}: {what} tensor {names[0]}{more}"
+    return None
+
 def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str = "checkpoint",
                   role: str | None = None):
     "Refuse tensors that do not match `model`'s native layout; name the first offending tensor."
@@ -134,14 +142,7 @@ def check_tensors(model: LoopedLM, tensors: Mapping[str, torch.Tensor], src: str
     if role == "critic":        # the critic loads the trunk; its value head keeps its initialisation
         want.pop("value_head.weight", None)
         if "lm_head.weight" in tensors: want["lm_head.weight"] = (model.cfg.vocab_size, model.cfg.hidden_size)
-    missing = sorted(set(want) - set(tensors))
-    extra = sorted(set(tensors) - set(want))
-    if missing:
-        raise CheckpointError(f"{src}: missing tensor {missing[0]}"
-                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra:
-        raise CheckpointError(f"{src}: unexpected tensor {extra[0]}"
-                              + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    if (wrong := name_mismatch(tensors, want, src)): raise CheckpointError(wrong)
     for n, shp in want.items():
         if tuple(tensors[n].shape) != shp:
             raise CheckpointError(f"{src}: tensor {n} has shape {list(tensors[n].shape)}, expected {list(shp)}")

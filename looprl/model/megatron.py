@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from ..core.cli import UsageError
 from .config import LoopedConfig
-from .hf import CheckpointError
+from .hf import CheckpointError, name_mismatch
 from .models import LoopedLM, build_model
 from .registry import family_names, get_family
 
@@ -171,13 +171,7 @@ def _role_of(names) -> str: return "critic" if "value_head.weight" in names else
 
 # %% ../../nbs/01k_megatron.ipynb #b95dea82
 def _check_names(got, want, src: str):
-    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
-    if missing:
-        raise MegatronLayoutError(f"{src}: missing tensor {missing[0]}"
-                                  + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-    if extra:
-        raise MegatronLayoutError(f"{src}: unexpected tensor {extra[0]}"
-                                  + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    if (wrong := name_mismatch(got, want, src)): raise MegatronLayoutError(wrong)
 
 # %% ../../nbs/01k_megatron.ipynb #5a76bb67
 def to_megatron(state_dict: dict, cfg: LoopedConfig, spec: str = "te") -> dict[str, torch.Tensor]:
