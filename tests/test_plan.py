@@ -103,6 +103,26 @@ def test_snapshot_is_the_state_and_stays_put(shipped, precision):
     assert nested_state_digest(l.state_dict()) != before                  # the learner moved on ...
     assert nested_state_digest(snap) == before                            # ... its snapshot did not
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_staged_snapshot_on_the_gpu(shipped):
+    "Snapshots through one HostStaging: each equals the state when taken; the second reuses the first's host pages."
+    from looprl.training.trainer import build_trainer
+    from looprl.training.settings import TrainSettings
+    from looprl.run.workers import nested_state_digest
+    l = build_trainer(shipped["huginn_raven"], TrainSettings(algorithm="grpo", precision="fp16", optimizer="adamw"),
+                      device="cuda").actor
+    def step():
+        for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
+        assert l.step()["skipped"] == 0
+    staging = plan.HostStaging()
+    step(); first = plan.learner_snapshot(l, staging); torch.cuda.synchronize()
+    before = nested_state_digest(l.state_dict())
+    assert nested_state_digest(first) == before and first["master"][0].is_pinned()
+    step(); second = plan.learner_snapshot(l, staging); torch.cuda.synchronize()
+    after = nested_state_digest(l.state_dict())
+    assert after != before and nested_state_digest(second) == after                    # the state moved; so did this
+    assert second["master"][0].data_ptr() == first["master"][0].data_ptr()             # in the same page-locked buffer
+
 def test_plan_refuses_a_disk_too_small(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(plan, "disk_free", lambda run_dir: 1000)
     code, lines = train(capsys, tmp_path / "run")

@@ -20,7 +20,7 @@ def patches(name: str):
     "(object, attribute, new value) for one variant part."
     c = lambda f: torch.compile(f, dynamic=False)
     if name == "base": return []
-    if name == "no_replay": return [(Trainer, "_selected_logprobs", lambda self, b: torch.zeros_like(b.mask))]
+    if name == "no_replay": return [(Trainer, "_selected_logprobs", lambda self, b, rows=None: torch.zeros_like(b.mask))]
     if name == "compile_norm": return [(models.RMSNorm, "forward", c(models.RMSNorm.forward))]
     if name == "compile_rope": return [(huginn.HuginnAttention, "rope", staticmethod(c(models.rope_interleaved)))]
     if name == "compile_mlp": return [(huginn.FusedGatedMLP, "forward", c(huginn.FusedGatedMLP.forward))]

@@ -69,6 +69,8 @@ def _run_commands(sub) -> list:
     t.add_argument("--steps", type=int, default=3)
     t.add_argument("--no-recompute", action="store_true")
     t.add_argument("--recompute-every", type=int, default=1, help="recompute one block application in every k (1: all)")
+    t.add_argument("--separate-replay", action="store_true",
+                   help="the replay in a forward of its own, not taken from the training forward")
     t.add_argument("--compile-blocks", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile each block (default: on with CUDA, as looprl.train)")
     t.add_argument("--trainer", choices=["single", "sharded", "both"], default="single",
@@ -161,7 +163,7 @@ def _run_result(a) -> tuple[str, object]:
         from looprl.bench.train import bench_train
         rows = [bench_train(a.preset, a.device, a.precision, a.batch, steps=a.steps,
                             recompute=not a.no_recompute, trainer=t, recompute_every=a.recompute_every,
-                            compile_blocks=a.compile_blocks)
+                            compile_blocks=a.compile_blocks, separate_replay=a.separate_replay)
                 for t in (("single", "sharded") if a.trainer == "both" else (a.trainer,))]
         if len(rows) == 1: return f"train-{a.preset}" + ("-sharded" if a.trainer == "sharded" else ""), rows[0]
         return f"train-{a.preset}-sharded-vs-single", dict(

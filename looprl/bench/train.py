@@ -80,10 +80,10 @@ TRAINERS = ("single", "sharded")
 def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: str = "fp16", batch: int = 4,
                 prompt_len: int = 128, response_len: int = 48, steps: int = 3, recompute: bool = True,
                 peak_tflops: float = 989.0, algorithm: str = "grpo", trainer: str = "single", recompute_every: int = 1,
-                compile_blocks: bool | None = None) -> dict:
+                compile_blocks: bool | None = None, separate_replay: bool = False) -> dict:
     """Tokens/s, MFU and peak memory of the actor optimizer step at `preset` shapes with random weights. `trainer`:
     'single' (`looprl.training.trainer.Trainer` in this process) or 'sharded' (the FSDP2 trainer as one trainer
-    process)."""
+    process). `separate_replay`: the replay in a forward of its own, not taken from the training forward."""
     from looprl.training.trainer import Trainer
     from looprl.training.settings import TrainSettings
     if trainer not in TRAINERS: raise ValueError(f"trainer: {trainer!r} is not one of {', '.join(TRAINERS)}")
@@ -96,15 +96,17 @@ def bench_train(preset: str = "huginn-0125", device: str = "cuda", precision: st
     if trainer == "sharded": times, peak = _sharded_times(preset, s, device, rollout, steps)
     else:
         tr = Trainer(_random_actor(preset, device), None, s, device)
+        if separate_replay: tr.shares_replay = lambda: False
         times, peak = _timed_updates(tr, rollout, steps, device)
     tokens, med = batch * (prompt_len + response_len), sorted(times)[len(times) // 2]
     flops = model_flops_per_token(cfg, prompt_len + response_len) * tokens
     compiled = trainer == "single" and tr.actor.model.compile_blocks     # the FSDP2 trainer keeps blocks eager
+    shared = trainer == "single" and tr.shares_replay()
     return dict(preset=preset, trainer=trainer, precision=precision, recompute=recompute,
-                recompute_every=recompute_every, compile_blocks=compiled, batch=batch,
+                recompute_every=recompute_every, compile_blocks=compiled, shared_replay=shared, batch=batch,
                 seq_len=prompt_len + response_len,
                 step_s=med, tokens_per_s=tokens / med, model_tflops=flops / med / 1e12,
                 mfu=flops / med / (peak_tflops * 1e12),
                 peak_memory_gib=peak,
-                note="one update = replay forward (parity) + one actor forward/backward/step; MFU counts the training "
-                     "pass only")
+                note="one update = one actor forward/backward/step, the replay (parity) taken from its forward "
+                     "(shared_replay) or a forward of its own before it; MFU counts the training pass only")

@@ -18,8 +18,8 @@ from ..core.state import save_checkpoint, capture_rng, latest_checkpoint, CHECKP
 __all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'PHASES', 'model_counts', 'learner_bytes', 'activation_bytes', 'memory_items',
            'checkpoint_bytes', 'disk_items', 'Plan', 'device_capacity', 'disk_free', 'make_plan', 'changes_line',
            'refusal', 'fit_options', 'plan_line', 'oom_phase', 'memory_figures', 'resume_hint', 'oom_message',
-           'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure', 'CheckpointWriter',
-           'fit_prepared', 'plan_summary', 'plan_command']
+           'HostStaging', 'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
+           'CheckpointWriter', 'fit_prepared', 'plan_summary', 'plan_command']
 
 # %% ../../nbs/04h_plan.ipynb #9a5d404f
 GiB = 2**30
@@ -57,7 +57,7 @@ def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, rec
 
 # %% ../../nbs/04h_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
-ADJUSTABLE = ("recompute", "micro_batch_size", "optimizer", "keep_checkpoints")   # the settings the plan may choose
+ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints")   # the plan chooses
 
 def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "Device name → {item: bytes} for options `o` (a `loop.RunOptions`), in the precision the run will use."
@@ -172,16 +172,19 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
 
 # %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
-    "Options to try, cheapest change first; a setting not in `o.defaulted` keeps its value."
+    """Options to try, cheapest change first (with recompute: as few recomputed block applications as fit); a setting
+    not in `o.defaulted` keeps its value."""
     free = set(o.defaulted or ())
     def pick(name, alts):
         now = o.flat()[name]
         return [now] + [a for a in alts if a != now] if name in free else [now]
+    every = [4, 3, 2, 1] if "recompute_every" in free else [o.flat()["recompute_every"]]
     for opt in pick("optimizer", ["adamw", "sgd"]):
         for mb in pick("micro_batch_size", [16, 8, 4, 2, 1]):
-            for rec in pick("recompute", [False, True]):
+            for rec, k in [(r, k) for r in pick("recompute", [False, True]) for k in (every if r else every[-1:])]:
                 for keep in pick("keep_checkpoints", [2, 1]):
-                    yield o.replaced(optimizer=opt, recompute=rec, micro_batch_size=mb, keep_checkpoints=keep)
+                    yield o.replaced(optimizer=opt, recompute=rec, recompute_every=k, micro_batch_size=mb,
+                                     keep_checkpoints=keep)
 
 # %% ../../nbs/04h_plan.ipynb #c96a0fd6
 def changes_line(old, new) -> str:
@@ -189,7 +192,7 @@ def changes_line(old, new) -> str:
     flags = []
     if new.trainer.recompute != old.trainer.recompute:
         flags.append("--recompute" if new.trainer.recompute else "no --recompute")
-    for k in ("micro_batch_size", "optimizer", "keep_checkpoints"):
+    for k in ("recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints"):
         if new.flat()[k] != old.flat()[k]: flags.append(f"--{k.replace('_', '-')} {new.flat()[k]}")
     return ", ".join(flags)
 
@@ -264,35 +267,54 @@ def oom_message(e: BaseException, run_dir, where: str) -> str:
             "--recompute or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); "
             f"{resume_hint(run_dir)}")
 
+# %% ../../nbs/04h_plan.ipynb #9c4c07c4
+class HostStaging:
+    """Page-locked host tensors that checkpoint snapshots reuse, one per state tensor: a device tensor is copied in
+    without blocking (the snapshot waits once for all of them), and the pages are locked once per run, not per
+    checkpoint. A snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
+    def __init__(self): self.pool = {}
+    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
+        buf = self.pool.get(key)
+        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+            buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+        return buf.copy_(x.detach(), non_blocking=True)
+
 # %% ../../nbs/04h_plan.ipynb #b129b3f3
-def to_host(x):
-    "A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed)."
-    if isinstance(x, torch.Tensor): return x.detach().to("cpu", copy=True)
-    if isinstance(x, dict): return {k: to_host(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(to_host(v) for v in x)
+def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
+    """A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed); CUDA tensors into
+    `staging`'s page-locked buffers when given (then synchronize before reading them)."""
+    if isinstance(x, torch.Tensor):
+        if staging is not None and x.is_cuda: return staging.copy(x, key)
+        return x.detach().to("cpu", copy=True)
+    if isinstance(x, dict): return {k: to_host(v, staging, key + (k,)) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x)(to_host(v, staging, key + (i,)) for i, v in enumerate(x))
     return copy.deepcopy(x)
 
-# %% ../../nbs/04h_plan.ipynb #a3b20b6f
-def learner_snapshot(l) -> dict:
+# %% ../../nbs/04h_plan.ipynb #7ef02a1f
+def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor") -> dict:
     "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
     trained = {id(p) for p in l.params} if l.master is not None else set()
     sd = l.model.state_dict(keep_vars=True)
-    return dict(model={k: to_host(v) for k, v in sd.items() if id(v) not in trained},
-                master=None if l.master is None else [to_host(m) for m in l.master],
-                optimizer=to_host(l.opt.state_dict()), scheduler=to_host(l.sched.state_dict()),
+    host = lambda x, part: to_host(x, staging, (name, part))
+    return dict(model=host({k: v for k, v in sd.items() if id(v) not in trained}, "model"),
+                master=None if l.master is None else host(list(l.master), "master"),
+                optimizer=host(l.opt.state_dict(), "optimizer"), scheduler=host(l.sched.state_dict(), "scheduler"),
                 scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
                             consecutive_skips=l.consecutive_skips))
 
 # %% ../../nbs/04h_plan.ipynb #d59a53fb
-def trainer_snapshot(handle) -> dict | None:
+def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
     """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
     own files)."""
     from looprl.training.trainer import Trainer
     w = getattr(handle, "worker", None)
     if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
     t = w.trainer
-    return dict(actor=learner_snapshot(t.actor), critic=None if t.critic is None else learner_snapshot(t.critic),
+    snap = dict(actor=learner_snapshot(t.actor, staging),
+                critic=None if t.critic is None else learner_snapshot(t.critic, staging, "critic"),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
+    if staging is not None and torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
+    return snap
 
 # %% ../../nbs/04h_plan.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
@@ -317,6 +339,7 @@ class CheckpointWriter:
     "Writes one checkpoint at a time, in a background thread from a snapshot (`background=False`: in the caller)."
     def __init__(self, background: bool = True):
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
+        self.staging = HostStaging()          # page-locked snapshot buffers, reused
 
     def wait(self) -> float:
         "Wait for the write in flight; raise its failure as `CheckpointFailed`. Returns the seconds waited."
@@ -337,7 +360,7 @@ class CheckpointWriter:
         this call blocked."""
         t0 = time.perf_counter()
         self.wait()
-        snap = trainer_snapshot(trainer) if self.background else None
+        snap = trainer_snapshot(trainer, self.staging) if self.background else None
         rng = capture_rng()
         if snap is None:                     # the trainer writes its own files, now: it is busy until then anyway
             self._write(run_dir, update, lambda d: trainer.save(str(d)), loop_state, keep, rng, 0)
@@ -358,8 +381,8 @@ def fit_prepared(p):
     new, pl, changes = fit_options(p.opts, p.cfg)
     if not changes: return p, pl
     print(plan_line(new, pl, changes), file=sys.stderr)
-    s = replace(p.settings, recompute=new.trainer.recompute, micro_batch_size=new.trainer.micro_batch_size,
-                optimizer=new.trainer.optimizer)
+    s = replace(p.settings, recompute=new.trainer.recompute, recompute_every=new.trainer.recompute_every,
+                micro_batch_size=new.trainer.micro_batch_size, optimizer=new.trainer.optimizer)
     settings = json.loads(json.dumps(asdict(s), default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
     return replace(p, opts=new, settings=s, contract={**p.contract, "settings": settings}), pl
 

@@ -166,11 +166,12 @@ def _weighted(items):
 # %% ../../nbs/03d_trainer.ipynb #9f4d46a4
 @patch
 @torch.no_grad()
-def _selected_logprobs(self: Trainer, b: SequenceBatch):
+def _selected_logprobs(self: Trainer, b: SequenceBatch, rows: list | None = None):
+    "The replay of `rows` (default: every row), micro-batch by micro-batch; the other rows are left 0."
     out = torch.zeros_like(b.mask)
-    for rows in self.micro_batches(list(range(len(b.seeds)))):
-        sb = b.rows(rows)
-        out[rows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
+    for mrows in self.micro_batches(list(range(len(b.seeds))) if rows is None else rows):
+        sb = b.rows(mrows)
+        out[mrows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
 # %% ../../nbs/03d_trainer.ipynb #7e0a4b69
@@ -193,7 +194,9 @@ def _values(self: Trainer, b: SequenceBatch):
 
 # %% ../../nbs/03d_trainer.ipynb #3ff94581
 @patch
-def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen):
+def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen, replay=None):
+    """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows' replay
+    (written into it first: DPPO's `prox` is that same tensor)."""
     s, a, m = self.s, adv[mrows], sb.mask
     if s.algorithm == "flow-dppo":
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
@@ -201,6 +204,7 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
                                        agg=s.loss_agg)
     logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
     if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
+    if replay is not None: replay[mrows] = logp.detach()
     if s.algorithm == "dppo":
         return O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
                                   w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
@@ -208,12 +212,13 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen)
 
 # %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
-def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen):
+def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=None):
+    "One optimizer step of the actor over `rows`; with `replay`, their replay is taken from this step's forwards."
     s, metrics = self.s, []
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         logits = response_logits(self.actor.model, sb, sb.temperature)
-        loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen)
+        loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen, replay)
         if s.entropy_coef:
             bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg)
             loss = loss - s.entropy_coef * bonus
@@ -252,6 +257,27 @@ def merge_step_metrics(steps: list[dict]) -> dict:
     for name in steps[0]: out[name] = sum(st[name] for st in steps) / len(steps)
     return out
 
+# %% ../../nbs/03d_trainer.ipynb #9a6f27f2
+@patch
+def _advantages(self: Trainer, b: SequenceBatch, rewards, group_size: int) -> tuple:
+    "(advantages, the critic's values, returns): GAE over the critic's values, or GRPO's group-relative (no critic)."
+    s = self.s
+    if not s.use_critic: return O.grpo_advantages(rewards, group_size)[:, None] * b.mask, None, None
+    values_old = self._values(b)
+    adv, returns = O.gae(rewards, values_old, b.mask, gamma=s.gamma, lam=s.lam)
+    if s.normalize_advantages: adv = O.masked_whiten(adv, b.mask)
+    return adv, values_old, returns
+
+# %% ../../nbs/03d_trainer.ipynb #cd243b6b
+@patch
+def shares_replay(self: Trainer) -> bool:
+    """Whether the first optimizer step's rows take their replay from that step's own forward: the same weights until
+    its optimizer step, and the same products, so the same log-probs without a second forward. Not on FP32 CPU (the
+    replay's products accumulate in FP64 there, a training forward's do not: `accumulates_fp64`), not for Flow-DPPO
+    (its loss reads frozen distributions), nor where a process runs only its share of a step (sharded, Megatron)."""
+    fp32_cpu = self.device.type == "cpu" and self.s.dtype == torch.float32
+    return not fp32_cpu and self.s.algorithm != "flow-dppo" and type(self).step_share is Trainer.step_share
+
 # %% ../../nbs/03d_trainer.ipynb #48cdc023
 @patch
 def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
@@ -262,26 +288,19 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
                                temperature=rollout.temperature, device=self.device, exits=exits)
     behaviour = torch.zeros_like(b.mask)
     for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
-    rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)
-    # 1. advantages
-    values_old = returns = None
-    if s.use_critic:
-        values_old = self._values(b)
-        adv, returns = O.gae(rewards, values_old, b.mask, gamma=s.gamma, lam=s.lam)
-        if s.normalize_advantages: adv = O.masked_whiten(adv, b.mask)
-    else: adv = O.grpo_advantages(rewards, group_size)[:, None] * b.mask
-    # 2. reference log-probs: replay parity, proximal policy, frozen distributions
-    prox = frozen = None
-    if s.algorithm == "flow-dppo":
-        frozen = [f[j:j + 1] for f in self._full_logprobs(b) for j in range(f.shape[0])]
-    replay = self._selected_logprobs(b)            # the engine's own function: parity compares like with like
-    if s.algorithm == "dppo": prox = replay
+    adv, values_old, returns = self._advantages(b, torch.tensor(rollout.rewards, device=self.device), group_size)
+    # reference log-probs (replay parity, DPPO's proximal policy, Flow-DPPO's frozen distributions), then the steps
+    frozen = [f[j:j + 1] for f in self._full_logprobs(b) for j in range(f.shape[0])] \
+        if s.algorithm == "flow-dppo" else None
+    parts, shared = rollout_parts(len(b.seeds), s.steps_per_rollout), self.shares_replay()
+    replay = self._selected_logprobs(b, [i for p in (parts[1:] if shared else parts) for i in p])
+    prox = replay if s.algorithm == "dppo" else None   # the first step fills its rows before its loss reads them
+    steps = [self._actor_step(b, rows, adv, behaviour, prox, frozen, replay if shared and k == 0 else None)
+             for k, rows in enumerate(parts)]
     diff = (replay - behaviour).abs() * b.mask
     out = dict(parity_max=float(diff.max()), parity_mean=float(diff.sum() / b.mask.sum().clamp_min(1)))
     if exits is not None: out.update(exit_metrics(rollout.depths, self.cfg.depth))
-    # 3. actor step(s), 4. critic step(s), one per part of the rollout
-    parts = rollout_parts(len(b.seeds), s.steps_per_rollout)
-    out.update(merge_step_metrics([self._actor_step(b, rows, adv, behaviour, prox, frozen) for rows in parts]))
+    out.update(merge_step_metrics(steps))
     if s.use_critic: out.update(merge_step_metrics([self._critic_step(b, rows, values_old, returns) for rows in parts]))
     learners = [self.actor] + ([self.critic] if self.critic else [])
     out["skipped_steps"] = sum(l.skipped_steps for l in learners)
