@@ -73,6 +73,30 @@ def test_failing_checkpoint_write_is_one_line_and_leaves_the_previous(monkeypatc
     code, lines = train(capsys, out, "--resume")
     assert code == 0 and latest_checkpoint(out).name == "update-000002", lines
 
+@pytest.mark.parametrize("skip", [True, False])
+def test_busy_checkpoints_skipped_never_the_last(monkeypatch, capsys, tmp_path, skip):
+    """Writes slower than the updates: with --skip-busy-checkpoints the checkpoints that come due mid-write are skipped
+    (listed in the summary), the last is written, and the run's metrics equal a run that wrote every one; the twin
+    (--no-skip-busy-checkpoints) waits and writes every checkpoint."""
+    import time
+    from looprl.core.state import read_metrics
+    real = torch.save
+    def slow(obj, f, *a, **k):
+        if str(f).endswith("trainer.pt"): time.sleep(1.5)
+        return real(obj, f, *a, **k)
+    monkeypatch.setattr(torch, "save", slow)
+    out, flag = tmp_path / "run", "--skip-busy-checkpoints" if skip else "--no-skip-busy-checkpoints"
+    code, lines = train(capsys, out, "--updates", "4", "--keep-checkpoints", "4", flag); assert code == 0, lines
+    written = sorted(p.name for p in (out / CHECKPOINTS).iterdir() if p.name.startswith("update-"))
+    skipped = json.loads((out / "summary.json").read_text())["checkpoints_skipped"]
+    assert "update-000004" in written and 4 not in skipped                       # the last is always written
+    assert written == [f"update-{u:06d}" for u in range(1, 5) if u not in skipped]
+    assert bool(skipped) == skip, skipped                                        # skipped only when asked
+    monkeypatch.setattr(torch, "save", real)
+    code, lines = train(capsys, tmp_path / "every", "--updates", "4", "--sync-checkpoints"); assert code == 0, lines
+    strip = lambda run: [{k: v for k, v in l.items() if k != "time"} for l in read_metrics(run)]
+    assert strip(out) == strip(tmp_path / "every")                              # skipping changes no result
+
 def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
     from looprl.run.workers import nested_state_digest
     digests = {}

@@ -165,9 +165,12 @@ def check_skipped(p: Prepared, run_dir: Path, u: int, metrics: dict):
 def save_progress(p: Prepared, pl: Placement, run_dir: Path, u: int, state: dict, line: dict, writer=None):
     "After update `u`: the checkpoint and the policy export that are due; seconds spent waiting go in `line['time']`."
     o = p.opts
-    if (u + 1) % o.checkpoint_every == 0 or u + 1 in (o.stop_after, o.updates):   # a crash in between resumes from it
+    last = u + 1 in (o.stop_after, o.updates)
+    skip_busy = o.device == "cuda" if o.skip_busy_checkpoints is None else o.skip_busy_checkpoints
+    if (u + 1) % o.checkpoint_every == 0 or last:   # a crash in between resumes from it
         if writer is None:
             save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
+        elif skip_busy and not last and writer.busy(): writer.skipped.append(u + 1)   # the disk is behind: next time
         else:   # looprl.run.plan
             line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
@@ -291,7 +294,8 @@ def finish_summary(summary: dict, run_dir: Path, o: RunOptions, end: int, t0: fl
     summary.update(stopped_after=end if end < o.updates else None,
                    engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
                    heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"],
-                   total_s=time.perf_counter() - t0, checkpoint_wait_s=writer.wait_s, **plan_summary(plan, o))
+                   total_s=time.perf_counter() - t0, checkpoint_wait_s=writer.wait_s,
+                   checkpoints_skipped=writer.skipped, **plan_summary(plan, o))
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
 

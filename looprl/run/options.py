@@ -78,6 +78,9 @@ class RunOptions:
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
+    # skip a checkpoint that comes due while the last is still being written (never the last or --stop-after's);
+    # default: on with CUDA (large states on a disk slower than the updates)
+    skip_busy_checkpoints: bool | None = None
     async_: bool = False                  # sample the next update's rollout while training, one policy version behind
     # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
     engine_thread: bool = False
@@ -347,6 +350,7 @@ def option_flags(parser) -> None:
 
 # %% ../../nbs/04f_options.ipynb #fbf255d7
 NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints",
+              "skip_busy_checkpoints",
               "engine_thread")   # where the engine runs, not what it computes
 
 # %% ../../nbs/04f_options.ipynb #b5b97eea

@@ -340,6 +340,11 @@ class CheckpointWriter:
     def __init__(self, background: bool = True):
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
         self.staging = HostStaging()          # page-locked snapshot buffers, reused
+        self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
+
+    def busy(self) -> bool:
+        "Whether a write is still in flight."
+        return self.thread is not None and self.thread.is_alive()
 
     def wait(self) -> float:
         "Wait for the write in flight; raise its failure as `CheckpointFailed`. Returns the seconds waited."
