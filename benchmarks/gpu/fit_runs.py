@@ -3,7 +3,8 @@ full) with no setting beyond the model, the device, the placement, the algorithm
 GRPO run writing its checkpoints in the update's time (--sync-checkpoints: the write before background checkpoints); a
 GRPO run at the mid size. Each run's chosen-settings line, its plan, its measured peak GPU memory, its timing and the
 share of it waiting on checkpoints go into one JSON.
-usage: python3 benchmarks/gpu/fit_runs.py OUT.json [BUDGET_S [RUN,RUN...]]   (runs: see RUNS; default all, in order)"""
+usage: python3 benchmarks/gpu/fit_runs.py OUT.json [BUDGET_S [RUN,RUN...]]   (runs: see RUNS; default all, in order)
+FIT_EXTRA: more flags for every run (e.g. --no-eval: the phase without held-out evaluation)."""
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
     out = Path(out_root) / name
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "looprl.train", "--model", model, *BASE, "--algorithm", algorithm, "--updates", str(updates),
-           "--output", str(out), *extra]
+           "--output", str(out), *extra, *os.environ.get("FIT_EXTRA", "").split()]
     left = t_end - time.monotonic()
     rec = dict(name=name, command=" ".join(["python"] + cmd[1:]), disk_free_gib_before=free_gib(Path(out_root).parent))
     if left < 45: return {**rec, "skipped": f"{left:.0f} s of the script's budget left"}
@@ -36,7 +37,10 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
         plan = s.get("plan", {})
         dev = max(plan.get("memory", {"": {}}), key=lambda d: sum(plan["memory"][d].values())) if plan.get("memory") else None
         planned = sum(plan["memory"][dev].values()) if dev else None
+        evals = sum(u["time"].get("eval_s", 0) for u in ups)
         rec.update(total_s=s["total_s"], startup_s=s["startup_s"], checkpoint_wait_s=waits, checkpoint_wait_share=waits / s["total_s"],
+                   eval_s=evals, checkpoint_wait_share_of_updates=waits / (s["total_s"] - s["startup_s"] - evals),
+                   checkpoints_skipped=s.get("checkpoints_skipped"),
                    checkpoint_s=sum(u["time"].get("checkpoint_s", 0) for u in ups), last_checkpoint_wait_s=s.get("last_checkpoint_wait_s"),
                    per_update_time=[u["time"] for u in ups], settings=plan.get("settings"),
                    plan_gib={k: round(v / GiB, 3) for k, v in plan["memory"][dev].items()} if dev else None,
@@ -55,6 +59,7 @@ def save(): out_json.write_text(json.dumps(results, indent=1)); print(json.dumps
 
 MID = os.environ.get("FIT_MID_MODEL", "/tmp/hmid")    # FIT_DEVICE / FIT_MID_MODEL: a check of this script on the CPU
 RUNS = {"grpo-h0125": ("/tmp/h0125", "grpo", ()), "grpo-h0125-sync": ("/tmp/h0125", "grpo", ("--sync-checkpoints",)),
+        "grpo-h0125-noskip": ("/tmp/h0125", "grpo", ("--no-skip-busy-checkpoints",)),
         "ppo-h0125": ("/tmp/h0125", "ppo", ()), "grpo-mid": (MID, "grpo", ()), "grpo-mid-sync": (MID, "grpo", ("--sync-checkpoints",)), "ppo-mid": (MID, "ppo", ())}
 for name in (sys.argv[3].split(",") if sys.argv[3:] else list(RUNS)):
     model, alg, extra = RUNS[name]

@@ -16,7 +16,7 @@ NGPUS=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null)
 [ "${NGPUS:-0}" -gt 0 ] || [ "${CPU_CHECK:-0}" = 1 ] || { echo "benchmarks/gpu: no CUDA device (torch.cuda.device_count() is 0, or torch does not import)" >&2; exit 2; }
 
 # The settings the scripts read from the environment; LOOPRL_SCRIPT names those that are set.
-SETTINGS="STAGE WORKERS TRANSPORT BACKEND REWARD BUDGET_S STEP_TIMEOUT_S MAX_RUNS PHASE_BUDGET RESET"
+SETTINGS="STAGE WORKERS TRANSPORT BACKEND REWARD BUDGET_S STEP_TIMEOUT_S MAX_RUNS PHASE_BUDGET RESET RUNS FIT_EXTRA"
 script_command() {   # ARGS...: sets LOOPRL_SCRIPT to "[SETTING=value ...] bash <this script> ARGS..."
   local s="" v
   for v in $SETTINGS; do [ -n "${!v:-}" ] && s+="$v=$(printf %q "${!v}") "; done
