@@ -33,8 +33,10 @@ def test_one_default_per_setting(tmp_path):
     assert {r.temperature for r in reqs} == {o.rollout.temperature} == {0.8}
     assert {r.max_new_tokens for r in reqs} == {o.rollout.max_response_tokens}
     assert p.contract["rollout"]["temperature"] == o.rollout.temperature and "temperature" not in asdict(p.settings)
-    # the trainer gets the options' own dataclass, with the device's defaults resolved (the CPU: FP32, eager blocks)
-    assert asdict(p.settings) == {**asdict(o.trainer), "precision": "fp32", "compile_blocks": False}
+    # the trainer gets the options' own dataclass, with the device's defaults resolved (the CPU: FP32, eager blocks) and
+    # the replay's arithmetic (the engine's without --async, the training forward's with it)
+    assert asdict(p.settings) == {**asdict(o.trainer), "precision": "fp32", "compile_blocks": False, "replay": "engine"}
+    assert L.prepare(O.RunOptions(str(tmp_path / "a"), eval_limit=4, async_=True)).settings.replay == "training"
     assert (o.trainer.optimizer, o.trainer.lr, o.trainer.warmup_steps, o.trainer.minibatches, o.trainer.micro_batch_size) == \
         ("adamw", 5e-5, 10, 2, 16)                                                  # the measured recipe, declared once
     names = list(O.setting_fields())

@@ -233,12 +233,14 @@ def upgrade_contract(c):
     """A stored contract as this version writes it: runs recorded before --engine existed used the native engine; before
     the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
     before --full-backprop existed, no family had a gradient schedule to turn off (False); before --compile-blocks and
-    --recompute-every, blocks ran eagerly and recompute covered every block."""
+    --recompute-every, blocks ran eagerly and recompute covered every block; before --replay, the replay used the
+    engine's arithmetic."""
     if not isinstance(c, dict): return c
     c = {"engine": "native", "async": False, **c}
     if isinstance(c.get("settings"), dict):
         kept = {k: v for k, v in c["settings"].items() if k != "temperature"}
-        c["settings"] = {"full_backprop": False, "compile_blocks": False, "recompute_every": 1, **kept}
+        c["settings"] = {"full_backprop": False, "compile_blocks": False, "recompute_every": 1, "replay": "engine",
+                         **kept}
     return c
 
 # %% ../../nbs/00g_state.ipynb #00b3a88a

@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/models.html.md"""
 
 # %% ../../nbs/01d_models.ipynb #3e29e2e0
 from __future__ import annotations
-import functools, math
+import functools, math, threading
 from contextlib import contextmanager
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -56,21 +56,25 @@ class KVCache:
         return kp, vp
 
 # %% ../../nbs/01d_models.ipynb #f940c891
-_CPU_FP64 = True
+_CPU_FP64 = True                 # the process's setting; `cpu_fp64` changes it for the calling thread only
+_THREAD = threading.local()
 
 def accumulates_fp64(*tensors) -> bool:
     """Whether a product or attention over `tensors` accumulates in FP64: all FP32 on the CPU, outside autograd (the
     engine's and the trainer's no-grad forwards must agree; a training forward need not), and `cpu_fp64` on."""
-    if not _CPU_FP64 or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)): return False
+    if not getattr(_THREAD, "fp64", _CPU_FP64) or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        return False
     return all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
 
 @contextmanager
 def cpu_fp64(on: bool = True):
-    "Temporarily switch FP64 accumulation of FP32 CPU products and attention (off: the FP32 kernels)."
-    global _CPU_FP64
-    old, _CPU_FP64 = _CPU_FP64, on
+    """Switch FP64 accumulation of FP32 CPU products and attention (off: the FP32 kernels) in this thread, for the
+    block: an engine in another thread keeps its own."""
+    old = getattr(_THREAD, "fp64", None); _THREAD.fp64 = on
     try: yield
-    finally: _CPU_FP64 = old
+    finally:
+        if old is None: del _THREAD.fp64
+        else: _THREAD.fp64 = old
 
 # %% ../../nbs/01d_models.ipynb #19c3beef
 class Linear(nn.Linear):

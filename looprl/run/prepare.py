@@ -160,7 +160,7 @@ def prepare(o: RunOptions) -> Prepared:
     compile_blocks = o.trainer.compile_blocks
     if compile_blocks is None: compile_blocks = o.device == "cuda" and o.trainer_processes == 1
     settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device),
-                       compile_blocks=compile_blocks)
+                       compile_blocks=compile_blocks, replay=o.trainer.replay or ("training" if o.async_ else "engine"))
     check_tensor_parallel(o, cfg, settings.precision)
     contract = run_contract(o, cfg, settings, model_sha, rows)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)

@@ -35,6 +35,9 @@ class TrainSettings:
     recompute: bool = False             # checkpoint activations per physical block
     recompute_every: int = 1            # with recompute: one block application in every k recomputed, the others' kept
     compile_blocks: bool | None = None  # torch.compile each block for training (deterministic); default: on with CUDA
+    # the replay's arithmetic: engine (the engine's, bit for bit: FP64 products on an FP32 CPU) or training (the
+    # training forward's, the first step's rows taken from it); default: training with --async, engine without
+    replay: str | None = None
     clip_low: float = 0.2               # PPO ratio clip below 1
     clip_high: float = 0.2              # PPO ratio clip above 1
     value_clip: float = 0.2             # critic value clip
@@ -67,7 +70,8 @@ class TrainSettings:
 
 # %% ../../nbs/03b_train_settings.ipynb #d6890b79
 TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
-                     backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"))
+                     backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"),
+                     replay=(None, "engine", "training"))
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
 _COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)

@@ -6,11 +6,12 @@ Docs: https://looprl.github.io/looprl/trainer.html.md"""
 
 # %% ../../nbs/03d_trainer.ipynb #927dce84
 from __future__ import annotations
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 import torch
 from ..model.config import LoopedConfig
-from ..model.models import LoopedLM, build_model
+from ..model.models import LoopedLM, build_model, cpu_fp64
 from ..model.hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
 from ..core.state import save_trainer_state, load_trainer_state
@@ -163,15 +164,22 @@ def _weighted(items):
         for k, v in d.items(): out[k] = out.get(k, 0.0) + w * float(v)
     return out
 
+# %% ../../nbs/03d_trainer.ipynb #3dbef4d4
+@patch
+def reference_arithmetic(self: Trainer):
+    "The no-gradient forwards' arithmetic (a context): the engine's, or with replay 'training' the training forward's."
+    return cpu_fp64(False) if self.s.replay == "training" else nullcontext()
+
 # %% ../../nbs/03d_trainer.ipynb #9f4d46a4
 @patch
 @torch.no_grad()
 def _selected_logprobs(self: Trainer, b: SequenceBatch, rows: list | None = None):
     "The replay of `rows` (default: every row), micro-batch by micro-batch; the other rows are left 0."
     out = torch.zeros_like(b.mask)
-    for mrows in self.micro_batches(list(range(len(b.seeds))) if rows is None else rows):
-        sb = b.rows(mrows)
-        out[mrows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
+    with self.reference_arithmetic():
+        for mrows in self.micro_batches(list(range(len(b.seeds))) if rows is None else rows):
+            sb = b.rows(mrows)
+            out[mrows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
 # %% ../../nbs/03d_trainer.ipynb #7e0a4b69
@@ -179,8 +187,9 @@ def _selected_logprobs(self: Trainer, b: SequenceBatch, rows: list | None = None
 @torch.no_grad()
 def _full_logprobs(self: Trainer, b: SequenceBatch):
     out = []
-    for rows in self.micro_batches(list(range(len(b.seeds)))):
-        out.append(response_logits(self.actor.model, b.rows(rows), b.temperature).log_softmax(-1).cpu())
+    with self.reference_arithmetic():
+        for rows in self.micro_batches(list(range(len(b.seeds)))):
+            out.append(response_logits(self.actor.model, b.rows(rows), b.temperature).log_softmax(-1).cpu())
     return out   # list per micro-batch of [n, R, V] (FP32, CPU)
 
 # %% ../../nbs/03d_trainer.ipynb #c45ad577
@@ -188,15 +197,16 @@ def _full_logprobs(self: Trainer, b: SequenceBatch):
 @torch.no_grad()
 def _values(self: Trainer, b: SequenceBatch):
     out = torch.zeros_like(b.mask)
-    for rows in self.micro_batches(list(range(len(b.seeds)))):
-        out[rows] = response_values(self.critic.model, b.rows(rows))
+    with self.reference_arithmetic():
+        for rows in self.micro_batches(list(range(len(b.seeds)))):
+            out[rows] = response_values(self.critic.model, b.rows(rows))
     return out * b.mask
 
 # %% ../../nbs/03d_trainer.ipynb #3ff94581
 @patch
 def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen, replay=None):
-    """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows' replay
-    (written into it first: DPPO's `prox` is that same tensor)."""
+    """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows'
+    replay (written into it first: DPPO's `prox` is that same tensor)."""
     s, a, m = self.s, adv[mrows], sb.mask
     if s.algorithm == "flow-dppo":
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
@@ -273,10 +283,11 @@ def _advantages(self: Trainer, b: SequenceBatch, rewards, group_size: int) -> tu
 def shares_replay(self: Trainer) -> bool:
     """Whether the first optimizer step's rows take their replay from that step's own forward: the same weights until
     its optimizer step, and the same products, so the same log-probs without a second forward. Not on FP32 CPU (the
-    replay's products accumulate in FP64 there, a training forward's do not: `accumulates_fp64`), not for Flow-DPPO
+    replay's products accumulate in FP64 there, a training forward's do not: `accumulates_fp64`; unless `replay` is
+    'training', which gives the replay the training forward's arithmetic), not for Flow-DPPO
     (its loss reads frozen distributions), nor where a process runs only its share of a step (sharded, Megatron)."""
-    fp32_cpu = self.device.type == "cpu" and self.s.dtype == torch.float32
-    return not fp32_cpu and self.s.algorithm != "flow-dppo" and type(self).step_share is Trainer.step_share
+    fp64_replay = self.device.type == "cpu" and self.s.dtype == torch.float32 and self.s.replay != "training"
+    return not fp64_replay and self.s.algorithm != "flow-dppo" and type(self).step_share is Trainer.step_share
 
 # %% ../../nbs/03d_trainer.ipynb #48cdc023
 @patch
