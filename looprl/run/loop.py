@@ -23,7 +23,8 @@ from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, s
                                append_metrics, read_metrics, policy_path, POLICIES, LATEST)
 from .placement import Placement, PlacementError
 from .options import RunOptions     # the settings (also importable from here)
-from .plan import CheckpointWriter, CheckpointFailed, fit_prepared, oom_message, plan_summary
+from .plan import fit_prepared, oom_message, plan_summary
+from .checkpoint_writer import CheckpointWriter, CheckpointFailed
 from .pipeline import RolloutPipeline, resume_pending, engine_process
 from .prepare import Prepared, prepare
 from .run_dir import open_run, truncate_records

@@ -6,20 +6,19 @@ Docs: https://looprl.github.io/looprl/plan.html.md"""
 
 # %% ../../nbs/04h_plan.ipynb #cb290c8a
 from __future__ import annotations
-import copy, os, shutil, sys, threading, time, traceback
+import os, shutil, sys, traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 from ..core.cli import UsageError
 from ..model.config import LoopedConfig, load_config
-from ..core.state import save_checkpoint, capture_rng, latest_checkpoint, CHECKPOINTS
+from ..core.state import latest_checkpoint, CHECKPOINTS
 
 # %% auto #0
 __all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'PHASES', 'model_counts', 'learner_bytes', 'activation_bytes', 'memory_items',
            'checkpoint_bytes', 'disk_items', 'Plan', 'device_capacity', 'disk_free', 'make_plan', 'changes_line',
            'refusal', 'fit_options', 'plan_line', 'oom_phase', 'memory_figures', 'resume_hint', 'oom_message',
-           'HostStaging', 'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
-           'CheckpointWriter', 'fit_prepared', 'plan_summary', 'plan_command']
+           'fit_prepared', 'plan_summary', 'plan_command']
 
 # %% ../../nbs/04h_plan.ipynb #9a5d404f
 GiB = 2**30
@@ -266,117 +265,6 @@ def oom_message(e: BaseException, run_dir, where: str) -> str:
     return (f"out of device memory in the {oom_phase(e)} {where} ({memory_figures()}); lower --micro-batch-size, add "
             "--recompute or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); "
             f"{resume_hint(run_dir)}")
-
-# %% ../../nbs/04h_plan.ipynb #9c4c07c4
-class HostStaging:
-    """Page-locked host tensors that checkpoint snapshots reuse, one per state tensor: a device tensor is copied in
-    without blocking (the snapshot waits once for all of them), and the pages are locked once per run, not per
-    checkpoint. A snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
-    def __init__(self): self.pool = {}
-    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
-        buf = self.pool.get(key)
-        if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
-            buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-        return buf.copy_(x.detach(), non_blocking=True)
-
-# %% ../../nbs/04h_plan.ipynb #b129b3f3
-def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
-    """A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed); CUDA tensors into
-    `staging`'s page-locked buffers when given (then synchronize before reading them)."""
-    if isinstance(x, torch.Tensor):
-        if staging is not None and x.is_cuda: return staging.copy(x, key)
-        return x.detach().to("cpu", copy=True)
-    if isinstance(x, dict): return {k: to_host(v, staging, key + (k,)) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(to_host(v, staging, key + (i,)) for i, v in enumerate(x))
-    return copy.deepcopy(x)
-
-# %% ../../nbs/04h_plan.ipynb #7ef02a1f
-def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor") -> dict:
-    "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
-    trained = {id(p) for p in l.params} if l.master is not None else set()
-    sd = l.model.state_dict(keep_vars=True)
-    host = lambda x, part: to_host(x, staging, (name, part))
-    return dict(model=host({k: v for k, v in sd.items() if id(v) not in trained}, "model"),
-                master=None if l.master is None else host(list(l.master), "master"),
-                optimizer=host(l.opt.state_dict(), "optimizer"), scheduler=host(l.sched.state_dict(), "scheduler"),
-                scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
-                            consecutive_skips=l.consecutive_skips))
-
-# %% ../../nbs/04h_plan.ipynb #d59a53fb
-def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
-    """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
-    own files)."""
-    from looprl.training.trainer import Trainer
-    w = getattr(handle, "worker", None)
-    if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
-    t = w.trainer
-    snap = dict(actor=learner_snapshot(t.actor, staging),
-                critic=None if t.critic is None else learner_snapshot(t.critic, staging, "critic"),
-                rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
-    if staging is not None and torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
-    return snap
-
-# %% ../../nbs/04h_plan.ipynb #814c74a1
-class CheckpointFailed(RuntimeError):
-    "A checkpoint write failed; the message is the one line the run prints."
-
-def write_failure(dst: Path, e: BaseException, needed: int, run_dir) -> str:
-    d = Path(dst).parent
-    while not d.exists(): d = d.parent
-    return (f"writing checkpoint {dst} failed ({type(e).__name__}: "
-            f"{str(e).splitlines()[0][:160] if str(e) else 'I/O error'}); it needs about {needed / GiB:.2f} GiB and "
-            f"{shutil.disk_usage(d).free / GiB:.2f} GiB are free there; {resume_hint(run_dir)}")
-
-# %% ../../nbs/04h_plan.ipynb #301b25d5
-def _nbytes(x) -> int:
-    if isinstance(x, torch.Tensor): return x.numel() * x.element_size()
-    if isinstance(x, dict): return sum(_nbytes(v) for v in x.values())
-    if isinstance(x, (list, tuple)): return sum(_nbytes(v) for v in x)
-    return 0
-
-# %% ../../nbs/04h_plan.ipynb #8628b2a8
-class CheckpointWriter:
-    "Writes one checkpoint at a time, in a background thread from a snapshot (`background=False`: in the caller)."
-    def __init__(self, background: bool = True):
-        self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
-        self.staging = HostStaging()          # page-locked snapshot buffers, reused
-        self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
-
-    def busy(self) -> bool:
-        "Whether a write is still in flight."
-        return self.thread is not None and self.thread.is_alive()
-
-    def wait(self) -> float:
-        "Wait for the write in flight; raise its failure as `CheckpointFailed`. Returns the seconds waited."
-        t0 = time.perf_counter()
-        if self.thread is not None: self.thread.join(); self.thread = None
-        waited = time.perf_counter() - t0; self.wait_s += waited
-        if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
-        return waited
-
-    def _write(self, run_dir, update, write_trainer, loop_state, keep, rng, needed):
-        try: save_checkpoint(run_dir, update, write_trainer, loop_state, keep=keep, rng=rng)
-        except Exception as e:
-            from looprl.core.state import checkpoint_name
-            self.error = write_failure(Path(run_dir) / CHECKPOINTS / checkpoint_name(update), e, needed, run_dir)
-
-    def save(self, run_dir, update: int, trainer, loop_state: dict, keep: int) -> float:
-        """Checkpoint after `update` updates: wait for the previous write, snapshot, start writing. Returns the seconds
-        this call blocked."""
-        t0 = time.perf_counter()
-        self.wait()
-        snap = trainer_snapshot(trainer, self.staging) if self.background else None
-        rng = capture_rng()
-        if snap is None:                     # the trainer writes its own files, now: it is busy until then anyway
-            self._write(run_dir, update, lambda d: trainer.save(str(d)), loop_state, keep, rng, 0)
-            if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
-            return time.perf_counter() - t0
-        write = lambda d: torch.save(snap, Path(d) / "trainer.pt")
-        self.thread = threading.Thread(target=self._write,
-                                       args=(run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap)),
-                                       name="looprl-checkpoint", daemon=True)
-        self.thread.start()
-        return time.perf_counter() - t0
 
 # %% ../../nbs/04h_plan.ipynb #9b4575e8
 def fit_prepared(p):

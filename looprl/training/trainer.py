@@ -299,7 +299,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
                                temperature=rollout.temperature, device=self.device, exits=exits)
     behaviour = torch.zeros_like(b.mask)
     for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
-    adv, values_old, returns = self._advantages(b, torch.tensor(rollout.rewards, device=self.device), group_size)
+    rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)
+    adv, values_old, returns = self._advantages(b, rewards, group_size)
     # reference log-probs (replay parity, DPPO's proximal policy, Flow-DPPO's frozen distributions), then the steps
     frozen = [f[j:j + 1] for f in self._full_logprobs(b) for j in range(f.shape[0])] \
         if s.algorithm == "flow-dppo" else None
