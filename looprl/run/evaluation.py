@@ -156,7 +156,7 @@ def run_eval_settings(path) -> dict:
     return dict(data=o.get("eval_data") or str(HELDOUT_DATA), limit=o.get("eval_limit"), precision=s.get("precision"),
                 device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD),
                 threads=o.get("threads"),
-                max_batch=max(o["prompts_per_update"] * o["group_size"], 64) if "prompts_per_update" in o else 64,
+                max_batch=o.get("engine_batch") or max(o.get("prompts_per_update", 0) * o.get("group_size", 0), 64),
                 spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"],
                               max_new_tokens=o["max_response_tokens"], exit_threshold=o.get("exit_threshold", 1.0),
                               exit_mode=o.get("exit_mode", "threshold")))

@@ -261,7 +261,7 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
     o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
     trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed)
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
-                  max_batch=max(o.prompts_per_update * o.group_size, 64 if p.heldout else 0),
+                  max_batch=o.engine_rows,
                   max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens, engine=o.rollout.engine,
                   cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"],
                   engine_revision=p.contract["engine_revision"], threads=o.trainer.threads)

