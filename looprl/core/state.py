@@ -10,14 +10,15 @@ import json, os, random, shutil, tempfile
 from pathlib import Path
 import numpy as np
 import torch
+from torch.utils.serialization import config as serialization_config
 from .atomic import atomic_dir, atomic_write_text
 
 # %% auto #0
 __all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES', 'RunError',
            'skipped_parts', 'left_fresh', 'restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point',
-           'checkpoint_name', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
-           'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics',
-           'policy_path', 'latest_policy', 'upgrade_contract', 'read_contract', 'contract_differences',
+           'checkpoint_name', 'save_state', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state',
+           'latest_checkpoint', 'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics',
+           'read_metrics', 'policy_path', 'latest_policy', 'upgrade_contract', 'read_contract', 'contract_differences',
            'check_contract']
 
 # %% ../../nbs/00g_state.ipynb #0aaffcca
@@ -108,6 +109,11 @@ def fault_point(name: str):
 # %% ../../nbs/00g_state.ipynb #72318967
 def checkpoint_name(update: int) -> str: return f"update-{update:06d}"
 
+# %% ../../nbs/00g_state.ipynb #d685e26e
+def save_state(obj, path):
+    "`torch.save` of `obj` to `path` without the zip archive's per-record CRC-32 (which `torch.load` does not check)."
+    with serialization_config.patch({"save.compute_crc32": False}): torch.save(obj, path)
+
 # %% ../../nbs/00g_state.ipynb #f054d1b7
 def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2,
                     rng: dict | None = None) -> Path:
@@ -121,7 +127,7 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
     with atomic_dir(dst, prefix=".tmp-") as tmp:
         write_trainer(tmp)
         fault_point("checkpoint")
-        torch.save(rng if rng is not None else capture_rng(), tmp / "rng.pt")
+        save_state(rng if rng is not None else capture_rng(), tmp / "rng.pt")
         (tmp / "loop.json").write_text(json.dumps(loop_state, indent=1, sort_keys=True))
     atomic_write_text(ck / LATEST, dst.name)
     done = sorted(p for p in ck.iterdir() if p.is_dir() and p.name.startswith("update-"))
@@ -133,7 +139,7 @@ def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, kee
 def save_trainer_state(state: dict, d: Path, processes: int = 1, tensor_parallel: int = 1):
     """Write a trainer's state with its process's RNG into checkpoint directory `d` (called where the trainer lives),
     with the number of trainer processes and the tensor-parallel size that made it."""
-    torch.save({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel},
+    save_state({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel},
                Path(d) / "trainer.pt")
 
 # %% ../../nbs/00g_state.ipynb #c7f5309a
@@ -178,7 +184,7 @@ MEGATRON_STATE = "megatron"
 # %% ../../nbs/00g_state.ipynb #d1e48541
 def save_rank_state(state: dict, d: Path, rank: int, processes: int, tensor_parallel: int = 1):
     "Write trainer rank `rank`'s part of the state, with its process's RNG, into checkpoint directory `d`."
-    torch.save({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes,
+    save_state({**state, "rng": capture_rng(), "rank": rank, "trainer_processes": processes,
                 "tensor_parallel": tensor_parallel},
                Path(d) / rank_file(rank))
 

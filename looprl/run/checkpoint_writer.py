@@ -9,24 +9,35 @@ from __future__ import annotations
 import copy, shutil, threading, time
 from pathlib import Path
 import torch
-from ..core.state import save_checkpoint, capture_rng, CHECKPOINTS
+from ..core.state import save_checkpoint, save_state, capture_rng, CHECKPOINTS
 from .plan import GiB, resume_hint
 
 # %% auto #0
-__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
-           'CheckpointWriter']
+__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'local_trainer', 'trainer_snapshot', 'staged_tensors',
+           'CheckpointFailed', 'write_failure', 'CheckpointWriter']
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #9c4c07c4
 class HostStaging:
     """Page-locked host tensors that checkpoint snapshots reuse, one per state tensor: a device tensor is copied in
     without blocking (the snapshot waits once for all of them), and the pages are locked once per run, not per
-    checkpoint. A snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
-    def __init__(self): self.pool = {}
-    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
+    checkpoint, in a background thread ahead of the first checkpoint (`reserve`) for the tensors known by then. A
+    snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
+    def __init__(self): self.pool, self.reserving = {}, None
+    def buffer(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
         buf = self.pool.get(key)
         if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
             buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-        return buf.copy_(x.detach(), non_blocking=True)
+        return buf
+    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
+        self.ready()
+        return self.buffer(x, key).copy_(x.detach(), non_blocking=True)
+    def reserve(self, tensors: dict):
+        "Allocate the buffers of `tensors` ({key: tensor}) in a background thread."
+        work = lambda: [self.buffer(x, k) for k, x in tensors.items()]
+        self.reserving = threading.Thread(target=work, name="looprl-staging", daemon=True); self.reserving.start()
+    def ready(self):
+        "Wait for the buffers `reserve` allocates."
+        if self.reserving is not None: self.reserving.join(); self.reserving = None
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #b129b3f3
 def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
@@ -40,30 +51,48 @@ def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
     return copy.deepcopy(x)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #7ef02a1f
+def _untrained_state(l) -> dict:
+    "The model's state entries that the FP32 masters do not hold (all of them without masters)."
+    trained = {id(p) for p in l.params} if l.master is not None else set()
+    return {k: v for k, v in l.model.state_dict(keep_vars=True).items() if id(v) not in trained}
+
 def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor") -> dict:
     "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
-    trained = {id(p) for p in l.params} if l.master is not None else set()
-    sd = l.model.state_dict(keep_vars=True)
     host = lambda x, part: to_host(x, staging, (name, part))
-    return dict(model=host({k: v for k, v in sd.items() if id(v) not in trained}, "model"),
+    return dict(model=host(_untrained_state(l), "model"),
                 master=None if l.master is None else host(list(l.master), "master"),
                 optimizer=host(l.opt.state_dict(), "optimizer"), scheduler=host(l.sched.state_dict(), "scheduler"),
                 scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
                             consecutive_skips=l.consecutive_skips))
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #d59a53fb
-def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
-    """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
-    own files)."""
+def local_trainer(handle):
+    "The `Trainer` behind `handle` when it is an in-process torch trainer, else None (it writes its own files)."
     from looprl.training.trainer import Trainer
     w = getattr(handle, "worker", None)
     if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
-    t = w.trainer
+    return w.trainer
+
+def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
+    "The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None."
+    if (t := local_trainer(handle)) is None: return None
     snap = dict(actor=learner_snapshot(t.actor, staging),
                 critic=None if t.critic is None else learner_snapshot(t.critic, staging, "critic"),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
     if staging is not None and torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
     return snap
+
+# %% ../../nbs/04h1_checkpoint_writer.ipynb #c6d0b3f7
+def staged_tensors(handle) -> dict:
+    """{key: CUDA tensor}: what `trainer_snapshot` will copy into `HostStaging` of the models and the FP32 masters,
+    under the keys `to_host` gives them ({} unless the trainer is in this process); not the optimizer's state, which
+    its first step creates."""
+    out = {}
+    for name, l in (("actor", t.actor), ("critic", t.critic)) if (t := local_trainer(handle)) else ():
+        if l is None: continue
+        out.update({(name, "model", k): v for k, v in _untrained_state(l).items()})
+        out.update({(name, "master", i): m for i, m in enumerate(l.master or [])})
+    return {k: v for k, v in out.items() if v.is_cuda}
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
@@ -90,6 +119,10 @@ class CheckpointWriter:
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
         self.staging = HostStaging()          # page-locked snapshot buffers, reused
         self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
+
+    def prepare(self, trainer):
+        "Lock the pages of the first snapshot's buffers in the background, while the first update runs."
+        if self.background and (tensors := staged_tensors(trainer)): self.staging.reserve(tensors)
 
     def busy(self) -> bool:
         "Whether a write is still in flight."
@@ -120,7 +153,7 @@ class CheckpointWriter:
             self._write(run_dir, update, lambda d: trainer.save(str(d)), loop_state, keep, rng, 0)
             if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
             return time.perf_counter() - t0
-        write = lambda d: torch.save(snap, Path(d) / "trainer.pt")
+        write = lambda d: save_state(snap, Path(d) / "trainer.pt")
         self.thread = threading.Thread(target=self._write,
                                        args=(run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap)),
                                        name="looprl-checkpoint", daemon=True)
