@@ -149,27 +149,6 @@ def test_staged_snapshot_on_the_gpu(shipped):
     assert second["master"][0].data_ptr() == first["master"][0].data_ptr()             # in the same page-locked buffer
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_reserved_staging_is_what_the_snapshot_uses(shipped):
-    """Buffers reserved ahead of the first checkpoint (`CheckpointWriter.prepare`) are the ones its snapshot copies into,
-    for every model and master tensor; the snapshot equals the state (a step after it, the twin, does not)."""
-    from types import SimpleNamespace
-    from looprl.training.trainer import build_trainer
-    from looprl.training.settings import TrainSettings
-    from looprl.run.workers import nested_state_digest
-    t = build_trainer(shipped["huginn_raven"], TrainSettings(algorithm="grpo", precision="fp16"), device="cuda")
-    handle = SimpleNamespace(ray_actor=False, worker=SimpleNamespace(trainer=t))
-    w = writer.CheckpointWriter(); w.prepare(handle); w.staging.ready()
-    reserved = {k: b.data_ptr() for k, b in w.staging.pool.items()}
-    assert reserved and set(reserved) == set(writer.staged_tensors(handle))
-    assert any(k[1] == "master" for k in reserved) and any(k[1] == "model" for k in reserved)
-    snap = writer.trainer_snapshot(handle, w.staging)
-    assert {k: b.data_ptr() for k, b in w.staging.pool.items() if k in reserved} == reserved
-    assert nested_state_digest(snap["actor"]) == nested_state_digest(t.actor.state_dict())
-    for p in t.actor.opt_params: p.grad = torch.full_like(p, 1e-3)
-    assert t.actor.step()["skipped"] == 0
-    assert nested_state_digest(snap["actor"]) != nested_state_digest(t.actor.state_dict())
-
 def test_plan_refuses_a_disk_too_small(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(plan, "disk_free", lambda run_dir: 1000)
     code, lines = train(capsys, tmp_path / "run")

@@ -13,31 +13,20 @@ from ..core.state import save_checkpoint, save_state, capture_rng, CHECKPOINTS
 from .plan import GiB, resume_hint
 
 # %% auto #0
-__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'local_trainer', 'trainer_snapshot', 'staged_tensors',
-           'CheckpointFailed', 'write_failure', 'CheckpointWriter']
+__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'local_trainer', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
+           'CheckpointWriter']
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #9c4c07c4
 class HostStaging:
     """Page-locked host tensors that checkpoint snapshots reuse, one per state tensor: a device tensor is copied in
     without blocking (the snapshot waits once for all of them), and the pages are locked once per run, not per
-    checkpoint, in a background thread ahead of the first checkpoint (`reserve`) for the tensors known by then. A
-    snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
-    def __init__(self): self.pool, self.reserving = {}, None
-    def buffer(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
+    checkpoint. A snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
+    def __init__(self): self.pool = {}
+    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
         buf = self.pool.get(key)
         if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
             buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-        return buf
-    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
-        self.ready()
-        return self.buffer(x, key).copy_(x.detach(), non_blocking=True)
-    def reserve(self, tensors: dict):
-        "Allocate the buffers of `tensors` ({key: tensor}) in a background thread."
-        work = lambda: [self.buffer(x, k) for k, x in tensors.items()]
-        self.reserving = threading.Thread(target=work, name="looprl-staging", daemon=True); self.reserving.start()
-    def ready(self):
-        "Wait for the buffers `reserve` allocates."
-        if self.reserving is not None: self.reserving.join(); self.reserving = None
+        return buf.copy_(x.detach(), non_blocking=True)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #b129b3f3
 def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
@@ -82,18 +71,6 @@ def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
     if staging is not None and torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
     return snap
 
-# %% ../../nbs/04h1_checkpoint_writer.ipynb #c6d0b3f7
-def staged_tensors(handle) -> dict:
-    """{key: CUDA tensor}: what `trainer_snapshot` will copy into `HostStaging` of the models and the FP32 masters,
-    under the keys `to_host` gives them ({} unless the trainer is in this process); not the optimizer's state, which
-    its first step creates."""
-    out = {}
-    for name, l in (("actor", t.actor), ("critic", t.critic)) if (t := local_trainer(handle)) else ():
-        if l is None: continue
-        out.update({(name, "model", k): v for k, v in _untrained_state(l).items()})
-        out.update({(name, "master", i): m for i, m in enumerate(l.master or [])})
-    return {k: v for k, v in out.items() if v.is_cuda}
-
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
     "A checkpoint write failed; the message is the one line the run prints."
@@ -119,10 +96,6 @@ class CheckpointWriter:
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
         self.staging = HostStaging()          # page-locked snapshot buffers, reused
         self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
-
-    def prepare(self, trainer):
-        "Lock the pages of the first snapshot's buffers in the background, while the first update runs."
-        if self.background and (tensors := staged_tensors(trainer)): self.staging.reserve(tensors)
 
     def busy(self) -> bool:
         "Whether a write is still in flight."
