@@ -49,6 +49,7 @@ def test_out_of_memory_is_one_line_per_phase(monkeypatch, capsys, tmp_path, afte
     assert code == 1 and len(lines) == 1, (code, lines)
     assert lines[0].startswith(f"looprl.train: out of device memory in the {phase} during update 1 ("), lines[0]
     assert "the last checkpoint, update-000001, is intact" in lines[0] and f"--output {out} --resume" in lines[0]
+    assert ("lower --engine-batch" in lines[0]) == (phase == "rollout")          # the setting that frees that memory
     assert latest_checkpoint(out).name == "update-000001" and (latest_checkpoint(out) / "trainer.pt").stat().st_size > 0
 
 @pytest.mark.parametrize("mode", ["background", "sync"])

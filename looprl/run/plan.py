@@ -263,9 +263,11 @@ def resume_hint(run_dir) -> str:
 # %% ../../nbs/04h_plan.ipynb #de60283d
 def oom_message(e: BaseException, run_dir, where: str) -> str:
     "One line for an out-of-memory error `e` raised `where` (e.g. 'during update 3')."
-    return (f"out of device memory in the {oom_phase(e)} {where} ({memory_figures()}); lower --micro-batch-size, add "
-            "--recompute or use --optimizer sgd (python -m looprl.inspect MODEL --plan shows the plan); "
-            f"{resume_hint(run_dir)}")
+    phase = oom_phase(e)
+    fix = ("lower --engine-batch" if phase == "rollout" else
+           "lower --micro-batch-size, add --recompute or use --optimizer sgd")
+    return (f"out of device memory in the {phase} {where} ({memory_figures()}); {fix} (python -m looprl.inspect MODEL "
+            f"--plan shows the plan); {resume_hint(run_dir)}")
 
 # %% ../../nbs/04h_plan.ipynb #9b4575e8
 def fit_prepared(p):
