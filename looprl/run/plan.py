@@ -56,7 +56,8 @@ def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, rec
 
 # %% ../../nbs/04h_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
-ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch")   # the plan chooses
+# the settings the plan chooses where they were left at their defaults
+ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch")
 
 def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "Device name → {item: bytes} for options `o` (a `loop.RunOptions`), in the precision the run will use."
