@@ -13,7 +13,7 @@ from ..core.state import save_checkpoint, save_state, capture_rng, CHECKPOINTS
 from .plan import GiB, resume_hint
 
 # %% auto #0
-__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'local_trainer', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
+__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
            'CheckpointWriter']
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #9c4c07c4
@@ -40,31 +40,25 @@ def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
     return copy.deepcopy(x)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #7ef02a1f
-def _untrained_state(l) -> dict:
-    "The model's state entries that the FP32 masters do not hold (all of them without masters)."
-    trained = {id(p) for p in l.params} if l.master is not None else set()
-    return {k: v for k, v in l.model.state_dict(keep_vars=True).items() if id(v) not in trained}
-
 def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor") -> dict:
     "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
+    trained = {id(p) for p in l.params} if l.master is not None else set()
+    sd = l.model.state_dict(keep_vars=True)
     host = lambda x, part: to_host(x, staging, (name, part))
-    return dict(model=host(_untrained_state(l), "model"),
+    return dict(model=host({k: v for k, v in sd.items() if id(v) not in trained}, "model"),
                 master=None if l.master is None else host(list(l.master), "master"),
                 optimizer=host(l.opt.state_dict(), "optimizer"), scheduler=host(l.sched.state_dict(), "scheduler"),
                 scaler=dict(scale=l.scale, steps=l.steps, skipped_steps=l.skipped_steps,
                             consecutive_skips=l.consecutive_skips))
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #d59a53fb
-def local_trainer(handle):
-    "The `Trainer` behind `handle` when it is an in-process torch trainer, else None (it writes its own files)."
+def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
+    """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
+    own files)."""
     from looprl.training.trainer import Trainer
     w = getattr(handle, "worker", None)
     if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
-    return w.trainer
-
-def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
-    "The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None."
-    if (t := local_trainer(handle)) is None: return None
+    t = w.trainer
     snap = dict(actor=learner_snapshot(t.actor, staging),
                 critic=None if t.critic is None else learner_snapshot(t.critic, staging, "critic"),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
