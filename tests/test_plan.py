@@ -82,11 +82,11 @@ def test_busy_checkpoints_skipped_never_the_last(monkeypatch, capsys, tmp_path, 
     (--no-skip-busy-checkpoints) waits and writes every checkpoint."""
     import time
     from looprl.core.state import read_metrics
-    real = torch.save
-    def slow(obj, f, *a, **k):
-        if str(f).endswith("trainer.pt"): time.sleep(1.5)
-        return real(obj, f, *a, **k)
-    monkeypatch.setattr(torch, "save", slow)
+    from looprl.run import checkpoint_writer
+    real = checkpoint_writer.write_state
+    def slow(*a, **k):                                     # the bytes reach the disk slowly, after the copies
+        real(*a, **k); time.sleep(1.5)
+    monkeypatch.setattr(checkpoint_writer, "write_state", slow)
     out, flag = tmp_path / "run", "--skip-busy-checkpoints" if skip else "--no-skip-busy-checkpoints"
     code, lines = train(capsys, out, "--updates", "4", "--keep-checkpoints", "4", flag); assert code == 0, lines
     written = sorted(p.name for p in (out / CHECKPOINTS).iterdir() if p.name.startswith("update-"))
@@ -94,7 +94,7 @@ def test_busy_checkpoints_skipped_never_the_last(monkeypatch, capsys, tmp_path, 
     assert "update-000004" in written and 4 not in skipped                       # the last is always written
     assert written == [f"update-{u:06d}" for u in range(1, 5) if u not in skipped]
     assert bool(skipped) == skip, skipped                                        # skipped only when asked
-    monkeypatch.setattr(torch, "save", real)
+    monkeypatch.setattr(checkpoint_writer, "write_state", real)
     code, lines = train(capsys, tmp_path / "every", "--updates", "4", "--sync-checkpoints"); assert code == 0, lines
     strip = lambda run: [{k: v for k, v in l.items() if k != "time"} for l in read_metrics(run)]
     assert strip(out) == strip(tmp_path / "every")                              # skipping changes no result
@@ -111,8 +111,38 @@ def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
     assert digests["background"][0] != digests["background"][1]          # the state changed between the checkpoints
     assert digests["background"] == digests["sync"]
 
+def test_training_waits_for_the_checkpoint_copies(monkeypatch, capsys, tmp_path):
+    """Checkpoint copies made 1.5 s late: the checkpoints still equal those written in the update's time, because the
+    next training step waits for the copies; the twin, whose wait returns at once, writes update 1's checkpoint with
+    state that update 1's training had already changed."""
+    import time
+    from looprl.run import checkpoint_writer
+    from looprl.run.workers import nested_state_digest
+    real_fill = checkpoint_writer.DeferredSnapshot.fill
+    def late(self, buf):
+        t0 = self.__dict__.setdefault("t0", time.perf_counter())
+        time.sleep(max(0.0, t0 + 1.5 - time.perf_counter())); real_fill(self, buf)
+    digest = lambda run, u: nested_state_digest(torch.load(run / CHECKPOINTS / f"update-00000{u}" / "trainer.pt"))
+    code, lines = train(capsys, tmp_path / "sync", "--sync-checkpoints"); assert code == 0, lines
+    monkeypatch.setattr(checkpoint_writer.DeferredSnapshot, "fill", late)
+    code, lines = train(capsys, tmp_path / "late"); assert code == 0, lines
+    assert [digest(tmp_path / "late", u) for u in (1, 2)] == [digest(tmp_path / "sync", u) for u in (1, 2)]
+    assert digest(tmp_path / "sync", 1) != digest(tmp_path / "sync", 2)           # training changed the state
+    monkeypatch.setattr(checkpoint_writer.CheckpointWriter, "wait_for_snapshot", lambda self: 0.0)
+    code, lines = train(capsys, tmp_path / "unwaited"); assert code == 0, lines
+    assert digest(tmp_path / "unwaited", 1) != digest(tmp_path / "sync", 1)       # the twin: copied too late
+
+def snapshot_file(l, staging, path):
+    "A learner's deferred snapshot written to `path` (its copies made by the writing threads); the host tree."
+    from looprl.core.state_file import write_state
+    sources = {}
+    snap = writer.DeferredSnapshot(writer.learner_snapshot(l, staging, sources), sources)
+    write_state(snap.tree, path, snap.fill)
+    assert snap.copied.is_set()
+    return snap.tree
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
-def test_snapshot_is_the_state_and_stays_put(shipped, precision):
+def test_snapshot_is_the_state_and_stays_put(shipped, precision, tmp_path):
     from looprl.training.trainer import build_trainer
     from looprl.training.settings import TrainSettings
     from looprl.run.workers import nested_state_digest
@@ -122,16 +152,15 @@ def test_snapshot_is_the_state_and_stays_put(shipped, precision):
         for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
         assert l.step()["skipped"] == 0
     step()
-    snap = writer.learner_snapshot(l)
     before = nested_state_digest(l.state_dict())
-    assert nested_state_digest(snap) == before
+    snapshot_file(l, writer.HostStaging(), tmp_path / "s.pt")
     step()
     assert nested_state_digest(l.state_dict()) != before                  # the learner moved on ...
-    assert nested_state_digest(snap) == before                            # ... its snapshot did not
+    assert nested_state_digest(torch.load(tmp_path / "s.pt")) == before   # ... the file holds it as it was
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_staged_snapshot_on_the_gpu(shipped):
-    "Snapshots through one HostStaging: each equals the state when taken; the second reuses the first's host pages."
+def test_staged_snapshot_on_the_gpu(shipped, tmp_path):
+    "Snapshots through one HostStaging: each file equals the state when taken; the second reuses the first's buffers."
     from looprl.training.trainer import build_trainer
     from looprl.training.settings import TrainSettings
     from looprl.run.workers import nested_state_digest
@@ -141,13 +170,13 @@ def test_staged_snapshot_on_the_gpu(shipped):
         for p in l.opt_params: p.grad = torch.full_like(p, 1e-3)
         assert l.step()["skipped"] == 0
     staging = writer.HostStaging()
-    step(); first = writer.learner_snapshot(l, staging); torch.cuda.synchronize()
+    step(); first = snapshot_file(l, staging, tmp_path / "1.pt")
     before = nested_state_digest(l.state_dict())
-    assert nested_state_digest(first) == before and first["master"][0].is_pinned()
-    step(); second = writer.learner_snapshot(l, staging); torch.cuda.synchronize()
+    assert nested_state_digest(torch.load(tmp_path / "1.pt")) == before
+    step(); second = snapshot_file(l, staging, tmp_path / "2.pt")
     after = nested_state_digest(l.state_dict())
-    assert after != before and nested_state_digest(second) == after                    # the state moved; so did this
-    assert second["master"][0].data_ptr() == first["master"][0].data_ptr()             # in the same page-locked buffer
+    assert after != before and nested_state_digest(torch.load(tmp_path / "2.pt")) == after   # the state moved; so did this
+    assert second["master"][0].data_ptr() == first["master"][0].data_ptr()                 # in the same host buffer
 
 
 def test_plan_refuses_a_disk_too_small(monkeypatch, capsys, tmp_path):

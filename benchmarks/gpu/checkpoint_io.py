@@ -1,68 +1,97 @@
-"""Where a Huginn-0125 checkpoint's time goes on this machine: the FP32 masters of the actor (one tensor per trained
-parameter, the shapes of the real layout; 13.3 GiB, what a GRPO checkpoint with plain SGD holds beside 0.05 GiB of
-buffers) snapshotted from the GPU and written to disk, each way timed once:
-  snapshot: into page-locked buffers allocated now (the run's first checkpoint), the same buffers again (every later
-            one), and into pageable memory allocated now;
-  write:    torch.save of the snapshot (what a checkpoint does) to the run's disk and to /dev/shm (serialisation alone),
-            then fsync (atomic_dir syncs every file before the rename); and the same bytes as raw files written by 1 and
-            by 4 threads, each fsynced.
+"""Where a Huginn-0125 checkpoint's time goes on this machine, and what the background writer costs the run: the FP32
+masters of the actor (one tensor per trained parameter, the shapes of the real layout; 13.3 GiB, what a GRPO checkpoint
+with plain SGD holds beside 0.05 GiB of buffers), each way timed once:
+  copies:  the masters copied into pageable host buffers allocated now (the run's first checkpoint), into the same
+           buffers again (every later one), from 1 thread and from 8;
+  writes:  torch.save of the host copy (`save_state`, what a checkpoint did) and `write_state` (the same file, its
+           bytes written by 8 threads), each to the run's disk and then fsynced (atomic_dir syncs every file);
+  a whole checkpoint as the writer makes it (`DeferredSnapshot` + `write_state`: copies and writes overlapped, then
+           fsync), into fresh buffers and into reused ones; the file read back and compared with the masters bit for bit;
+  the run's GPU work beside it: replays of a captured graph of FP16 products (bandwidth-bound, like a decode step),
+           timed alone and while a whole checkpoint is made in the background; a graph captured meanwhile.
   python3 benchmarks/gpu/checkpoint_io.py OUT.json [DIR]   (DIR: where the files go, default /tmp/ckio; removed after)"""
 import json, os, shutil, sys, threading, time
 from pathlib import Path
 import torch
 from looprl.bench import environment
+from looprl.core.state import save_state
+from looprl.core.state_file import write_state
 from looprl.model.config import real_config
 from looprl.model.models import build_model
-from looprl.run.checkpoint_writer import HostStaging, to_host
+from looprl.rollout.engine import GRAPH_CAPTURES
+from looprl.run.checkpoint_writer import DeferredSnapshot, HostStaging, to_host
 
 GiB = 1 << 30
 
 def timed(f):
-    t0 = time.perf_counter(); out = f(); torch.cuda.synchronize(); return out, time.perf_counter() - t0
+    torch.cuda.synchronize(); t0 = time.perf_counter(); out = f(); torch.cuda.synchronize()
+    return out, time.perf_counter() - t0
 
-def fsync_all(d: Path) -> float:
+def fsynced(path: Path) -> float:
     t0 = time.perf_counter()
-    for f in d.iterdir():
-        with open(f, "rb") as fh: os.fsync(fh.fileno())
+    with open(path, "rb") as fh: os.fsync(fh.fileno())
     return time.perf_counter() - t0
 
-def raw_write(tensors, d: Path, threads: int) -> float:
-    "Each thread writes its share of the tensors' bytes into a file of its own; seconds until all are written."
-    shares = [tensors[i::threads] for i in range(threads)]
-    def write(i):
-        with open(d / f"part-{i}.bin", "wb") as f:
-            for t in shares[i]: f.write(t.numpy().view("uint8").data)
-    t0 = time.perf_counter()
-    ts = [threading.Thread(target=write, args=(i,)) for i in range(threads)]
+def copies(masters, staging, threads: int):
+    "The masters copied into `staging`'s buffers by `threads` threads (the writer's fill, without the writes)."
+    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources)
+    shares = [snap.tree[i::threads] for i in range(threads)]
+    ts = [threading.Thread(target=lambda s=s: [snap.fill(b) for b in s]) for s in shares]
     for t in ts: t.start()
     for t in ts: t.join()
-    return time.perf_counter() - t0
+    return snap.tree
+
+def checkpoint(masters, staging, path: Path) -> dict:
+    "A whole checkpoint as the writer makes it: snapshot, copies overlapped with the writes, fsync."
+    t0 = time.perf_counter()
+    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources)
+    write_state(snap.tree, path, snap.fill); written = time.perf_counter() - t0
+    return dict(written_s=written, fsync_s=fsynced(path), total_s=time.perf_counter() - t0)
+
+def gpu_work(n: int = 4000):
+    "A captured graph of 8 FP16 products [64 × 5280] × [5280 × 17920] (bandwidth-bound), replayed `n` times."
+    x = torch.randn(64, 5280, device="cuda", dtype=torch.float16)
+    w = torch.randn(5280, 17920, device="cuda", dtype=torch.float16) / 80
+    def run():
+        y = x
+        for _ in range(8): y = (y @ w)[:, :5280]
+        return y
+    side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): run()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with GRAPH_CAPTURES.capturing(), torch.cuda.graph(g): run()
+    def replay():
+        for _ in range(n): g.replay()
+    return replay
 
 def main(out: str, where: str = "/tmp/ckio"):
     model = build_model(real_config("huginn-0125"), device="meta")
-    shapes = [p.shape for p in model.parameters()]
-    masters = [torch.empty(s, dtype=torch.float32, device="cuda").normal_() for s in shapes]
-    nbytes = sum(t.numel() * 4 for t in masters)
-    r = dict(tensors=len(masters), gib=nbytes / GiB)
+    masters = [torch.empty(p.shape, dtype=torch.float32, device="cuda").normal_() for p in model.parameters()]
+    d = Path(where); shutil.rmtree(d, ignore_errors=True); d.mkdir(parents=True)
+    r = dict(tensors=len(masters), gib=sum(t.numel() * 4 for t in masters) / GiB, disk=where)
     staging = HostStaging()
-    _, r["snapshot_pinned_first_s"] = timed(lambda: to_host(masters, staging, ("m",)))
-    snap, r["snapshot_pinned_again_s"] = timed(lambda: to_host(masters, staging, ("m",)))
-    _, r["snapshot_pageable_s"] = timed(lambda: to_host(masters))
-    for name, d in (("disk", Path(where)), ("shm", Path("/dev/shm/ckio"))):
-        shutil.rmtree(d, ignore_errors=True); d.mkdir(parents=True)
-        t0 = time.perf_counter(); torch.save({"master": snap}, d / "trainer.pt")
-        r[f"torch_save_{name}_s"] = time.perf_counter() - t0
-        r[f"fsync_{name}_s"] = fsync_all(d); shutil.rmtree(d)
-    d = Path(where)
-    for threads in (1, 4):
-        d.mkdir(parents=True)
-        r[f"raw_{threads}_threads_s"] = raw_write(snap, d, threads)
-        r[f"raw_{threads}_threads_fsync_s"] = fsync_all(d); shutil.rmtree(d)
-    for k in ("torch_save_disk", "torch_save_shm", "raw_1_threads", "raw_4_threads"):   # the write until it is durable
-        r[k + "_with_fsync_s"] = r[k + "_s"] + r[(k.replace("torch_save", "fsync") if "save" in k else k + "_fsync") + "_s"]
-    for k in [k for k in r if k.endswith("_s") and not k.startswith("fsync") and not k.endswith("fsync_s")]:
-        r[k.removesuffix("_s") + "_gib_per_s"] = r["gib"] / r[k]
-    r["disk"] = where
+    host, r["copy_pageable_first_s"] = timed(lambda: copies(masters, staging, 1))
+    _, r["copy_pageable_again_s"] = timed(lambda: copies(masters, staging, 1))
+    _, r["copy_pageable_again_8_threads_s"] = timed(lambda: copies(masters, staging, 8))
+    for name, write in (("torch_save", lambda p: save_state(host, p)), ("write_state", lambda p: write_state(host, p))):
+        t0 = time.perf_counter(); write(d / "t.pt"); r[f"{name}_s"] = time.perf_counter() - t0
+        r[f"{name}_fsync_s"] = fsynced(d / "t.pt"); r[f"{name}_with_fsync_s"] = r[f"{name}_s"] + r[f"{name}_fsync_s"]
+        (d / "t.pt").unlink()
+    r["checkpoint_fresh_buffers"] = checkpoint(masters, HostStaging(), d / "t.pt"); (d / "t.pt").unlink()
+    r["checkpoint_reused_buffers"] = checkpoint(masters, staging, d / "t.pt")
+    back = torch.load(d / "t.pt")
+    r["file_equals_masters"] = all(torch.equal(b.cuda(), m) for b, m in zip(back, masters)); del back
+    (d / "t.pt").unlink()
+    replay = gpu_work()
+    replay(); _, r["gpu_work_alone_s"] = timed(replay)
+    th = threading.Thread(target=lambda: r.update(checkpoint_beside_gpu_work=checkpoint(masters, staging, d / "t.pt")))
+    th.start(); time.sleep(0.5)
+    _, r["gpu_work_beside_checkpoint_s"] = timed(replay)
+    _, r["capture_beside_checkpoint_s"] = timed(gpu_work)          # a capture while the copies run
+    th.join(); (d / "t.pt").unlink()
+    r["gpu_work_slowdown"] = r["gpu_work_beside_checkpoint_s"] / r["gpu_work_alone_s"]
+    shutil.rmtree(d, ignore_errors=True)
     doc = dict(command=" ".join(["python3", *sys.argv]), environment=environment(), result=r)
     Path(out).write_text(json.dumps(doc, indent=1)); print(json.dumps(r, indent=1))
 

@@ -6,7 +6,8 @@ Docs: https://looprl.github.io/looprl/engine.html.md"""
 
 # %% ../../nbs/02d_engine.ipynb #d0bd922e
 from __future__ import annotations
-import os, json, warnings
+import os, json, threading, warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Mapping, Sequence
 import torch
@@ -23,7 +24,7 @@ from .publication import Publication, PublicationError
 from .exits import exit_run
 
 # %% auto #0
-__all__ = ['graphs_by_default', 'Engine', 'DecodeGraph']
+__all__ = ['GRAPH_CAPTURES', 'graphs_by_default', 'Engine', 'CaptureGuard', 'DecodeGraph']
 
 # %% ../../nbs/02d_engine.ipynb #c9a39aeb
 def graphs_by_default(cuda_graphs: bool | None, device) -> bool:
@@ -287,6 +288,29 @@ def generate(self: Engine, requests: Sequence[Request]) -> list[Completion]:
     for i in range(0, len(requests), self.max_batch): out += self._generate_batch(requests[i:i + self.max_batch])
     return out
 
+# %% ../../nbs/02d_engine.ipynb #c498652b
+class CaptureGuard:
+    "Graph captures kept apart from other threads' device-to-host copies; copies run together, a capture alone."
+    def __init__(self): self.cond, self.copies, self.captures = threading.Condition(), 0, 0
+
+    @contextmanager
+    def copying(self):
+        with self.cond:
+            self.cond.wait_for(lambda: self.captures == 0); self.copies += 1
+        try: yield
+        finally:
+            with self.cond: self.copies -= 1; self.cond.notify_all()
+
+    @contextmanager
+    def capturing(self):
+        with self.cond:
+            self.captures += 1; self.cond.wait_for(lambda: self.copies == 0)
+        try: yield
+        finally:
+            with self.cond: self.captures -= 1; self.cond.notify_all()
+
+GRAPH_CAPTURES = CaptureGuard()
+
 # %% ../../nbs/02d_engine.ipynb #1cb59032
 class DecodeGraph:
     "`_decode` captured for a fixed batch size on static buffers; call it like `_decode` with up to `batch` rows."
@@ -327,7 +351,8 @@ def _after_failed_capture(device: torch.device):
 
 # %% ../../nbs/02d_engine.ipynb #1eff23ea
 @patch
-def _capture(self: Engine, bucket: int) -> DecodeGraph: return DecodeGraph(self.model, self.cache, bucket)
+def _capture(self: Engine, bucket: int) -> DecodeGraph:
+    with GRAPH_CAPTURES.capturing(): return DecodeGraph(self.model, self.cache, bucket)
 
 # %% ../../nbs/02d_engine.ipynb #8662ebb9
 @patch

@@ -9,42 +9,66 @@ from __future__ import annotations
 import copy, shutil, threading, time
 from pathlib import Path
 import torch
-from ..core.state import save_checkpoint, save_state, capture_rng, CHECKPOINTS
+from ..core.state import save_checkpoint, capture_rng, CHECKPOINTS
+from ..core.state_file import write_state
+from ..rollout.engine import GRAPH_CAPTURES
 from .plan import GiB, resume_hint
 
 # %% auto #0
-__all__ = ['HostStaging', 'to_host', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed', 'write_failure',
-           'CheckpointWriter']
+__all__ = ['HostStaging', 'to_host', 'DeferredSnapshot', 'learner_snapshot', 'trainer_snapshot', 'CheckpointFailed',
+           'write_failure', 'CheckpointWriter']
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #9c4c07c4
 class HostStaging:
-    """Page-locked host tensors that checkpoint snapshots reuse, one per state tensor: a device tensor is copied in
-    without blocking (the snapshot waits once for all of them), and the pages are locked once per run, not per
-    checkpoint. A snapshot is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
+    """Host buffers that checkpoint snapshots reuse, one per state tensor and of its shape and dtype, in pageable
+    memory. A buffer is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
     def __init__(self): self.pool = {}
-    def copy(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
+    def buffer(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
         buf = self.pool.get(key)
         if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
-            buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-        return buf.copy_(x.detach(), non_blocking=True)
+            buf = self.pool[key] = torch.empty(x.shape, dtype=x.dtype)
+        return buf
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #b129b3f3
-def to_host(x, staging: HostStaging | None = None, key: tuple = ()):
-    """A copy of `x` with every tensor copied to the CPU (dicts, lists and tuples followed); CUDA tensors into
-    `staging`'s page-locked buffers when given (then synchronize before reading them)."""
+def to_host(x, staging: HostStaging, sources: dict, key: tuple = ()):
+    """`x` with each tensor replaced by its host buffer from `staging` (dicts, lists and tuples followed), the tensor
+    it is to be filled from recorded in `sources` under the buffer's id; every other value copied now."""
     if isinstance(x, torch.Tensor):
-        if staging is not None and x.is_cuda: return staging.copy(x, key)
-        return x.detach().to("cpu", copy=True)
-    if isinstance(x, dict): return {k: to_host(v, staging, key + (k,)) for k, v in x.items()}
-    if isinstance(x, (list, tuple)): return type(x)(to_host(v, staging, key + (i,)) for i, v in enumerate(x))
+        buf = staging.buffer(x, key); sources[id(buf)] = x.detach(); return buf
+    if isinstance(x, dict): return {k: to_host(v, staging, sources, key + (k,)) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x)(to_host(v, staging, sources, key + (i,)) for i, v in enumerate(x))
     return copy.deepcopy(x)
 
+# %% ../../nbs/04h1_checkpoint_writer.ipynb #1d64b25e
+class DeferredSnapshot:
+    """A snapshot whose tensors are copied into their host buffers later, by `fill`, each in the thread that writes it.
+    It is the state at `__init__` as long as nothing changes the sources before `copied` is set."""
+    def __init__(self, tree, sources: dict):
+        self.tree, self.sources, self.left = tree, sources, len(sources)
+        self.copied, self.lock, self.streams = threading.Event(), threading.Lock(), threading.local()
+        if not sources: self.copied.set()
+        cuda = next((s.device for s in sources.values() if s.is_cuda), None)
+        self.ready = torch.cuda.Event() if cuda is not None else None   # after the work queued so far
+        if self.ready is not None: self.ready.record(torch.cuda.current_stream(cuda))
+
+    def fill(self, buf: torch.Tensor):
+        src = self.sources.get(id(buf))
+        if src is None: return
+        if src.is_cuda:                                   # on a stream of this thread's, after the training step
+            if getattr(self.streams, "s", None) is None: self.streams.s = torch.cuda.Stream(src.device)
+            with GRAPH_CAPTURES.copying(), torch.cuda.stream(self.streams.s):
+                self.streams.s.wait_event(self.ready); buf.copy_(src)
+        else: buf.copy_(src)
+        with self.lock:
+            self.left -= 1
+            if self.left == 0: self.copied.set()
+
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #7ef02a1f
-def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor") -> dict:
-    "What `Learner.state_dict` returns, copied straight to host memory (no second copy on the device)."
+def learner_snapshot(l, staging: HostStaging, sources: dict, name: str = "actor") -> dict:
+    "What `Learner.state_dict` returns, in host buffers to be filled from `sources` (no second copy on the device)."
     trained = {id(p) for p in l.params} if l.master is not None else set()
     sd = l.model.state_dict(keep_vars=True)
-    host = lambda x, part: to_host(x, staging, (name, part))
+    host = lambda x, part: to_host(x, staging, sources, (name, part))
     return dict(model=host({k: v for k, v in sd.items() if id(v) not in trained}, "model"),
                 master=None if l.master is None else host(list(l.master), "master"),
                 optimizer=host(l.opt.state_dict(), "optimizer"), scheduler=host(l.sched.state_dict(), "scheduler"),
@@ -52,18 +76,17 @@ def learner_snapshot(l, staging: HostStaging | None = None, name: str = "actor")
                             consecutive_skips=l.consecutive_skips))
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #d59a53fb
-def trainer_snapshot(handle, staging: HostStaging | None = None) -> dict | None:
+def trainer_snapshot(handle, staging: HostStaging) -> DeferredSnapshot | None:
     """The contents of `trainer.pt` for an in-process torch trainer behind `handle`, or None (the trainer writes its
     own files)."""
     from looprl.training.trainer import Trainer
     w = getattr(handle, "worker", None)
     if getattr(handle, "ray_actor", True) or type(getattr(w, "trainer", None)) is not Trainer: return None
-    t = w.trainer
-    snap = dict(actor=learner_snapshot(t.actor, staging),
-                critic=None if t.critic is None else learner_snapshot(t.critic, staging, "critic"),
+    t, sources = w.trainer, {}
+    tree = dict(actor=learner_snapshot(t.actor, staging, sources),
+                critic=None if t.critic is None else learner_snapshot(t.critic, staging, sources, "critic"),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
-    if staging is not None and torch.cuda.is_available() and torch.cuda.is_initialized(): torch.cuda.synchronize()
-    return snap
+    return DeferredSnapshot(tree, sources)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
@@ -88,7 +111,7 @@ class CheckpointWriter:
     "Writes one checkpoint at a time, in a background thread from a snapshot (`background=False`: in the caller)."
     def __init__(self, background: bool = True):
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
-        self.staging = HostStaging()          # page-locked snapshot buffers, reused
+        self.staging, self.snapshot = HostStaging(), None    # snapshot buffers, reused; the snapshot being copied
         self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
 
     def busy(self) -> bool:
@@ -99,19 +122,29 @@ class CheckpointWriter:
         "Wait for the write in flight; raise its failure as `CheckpointFailed`. Returns the seconds waited."
         t0 = time.perf_counter()
         if self.thread is not None: self.thread.join(); self.thread = None
+        self.snapshot = None
         waited = time.perf_counter() - t0; self.wait_s += waited
         if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
         return waited
 
-    def _write(self, run_dir, update, write_trainer, loop_state, keep, rng, needed):
+    def wait_for_snapshot(self) -> float:
+        "Wait until the snapshot in flight holds its copies (call it before the trainer's state changes); seconds."
+        t0, snap = time.perf_counter(), self.snapshot
+        if snap is not None: snap.copied.wait(); self.snapshot = None
+        waited = time.perf_counter() - t0; self.wait_s += waited
+        return waited
+
+    def _write(self, run_dir, update, write_trainer, loop_state, keep, rng, needed, snap=None):
         try: save_checkpoint(run_dir, update, write_trainer, loop_state, keep=keep, rng=rng)
         except Exception as e:
             from looprl.core.state import checkpoint_name
             self.error = write_failure(Path(run_dir) / CHECKPOINTS / checkpoint_name(update), e, needed, run_dir)
+        finally:
+            if snap is not None: snap.copied.set()     # a failed write copies no more
 
     def save(self, run_dir, update: int, trainer, loop_state: dict, keep: int) -> float:
-        """Checkpoint after `update` updates: wait for the previous write, snapshot, start writing. Returns the seconds
-        this call blocked."""
+        """Checkpoint after `update` updates: wait for the previous write, snapshot, start writing (the copies and the
+        write go on in the background). Returns the seconds this call blocked."""
         t0 = time.perf_counter()
         self.wait()
         snap = trainer_snapshot(trainer, self.staging) if self.background else None
@@ -120,9 +153,9 @@ class CheckpointWriter:
             self._write(run_dir, update, lambda d: trainer.save(str(d)), loop_state, keep, rng, 0)
             if self.error is not None: e, self.error = self.error, None; raise CheckpointFailed(e)
             return time.perf_counter() - t0
-        write = lambda d: save_state(snap, Path(d) / "trainer.pt")
-        self.thread = threading.Thread(target=self._write,
-                                       args=(run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap)),
-                                       name="looprl-checkpoint", daemon=True)
+        write = lambda d: write_state(snap.tree, Path(d) / "trainer.pt", snap.fill)
+        self.snapshot = snap
+        args = (run_dir, update, write, dict(loop_state), keep, rng, _nbytes(snap.tree), snap)
+        self.thread = threading.Thread(target=self._write, args=args, name="looprl-checkpoint", daemon=True)
         self.thread.start()
         return time.perf_counter() - t0

@@ -173,7 +173,8 @@ def save_progress(p: Prepared, pl: Placement, run_dir: Path, u: int, state: dict
             save_checkpoint(run_dir, u + 1, lambda d: pl.trainer.save(str(d)), dict(state), keep=o.keep_checkpoints)
         elif skip_busy and not last and writer.busy(): writer.skipped.append(u + 1)   # the disk is behind: next time
         else:   # looprl.run.plan
-            line["time"]["checkpoint_wait_s"] = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
+            waited = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
+            line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + waited
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
         if writer is not None:   # exports beside complete checkpoints only (the disk plan)
             line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()
@@ -198,6 +199,8 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     rows = [p.rows[prompt_rows[i // o.group_size]] for i in range(len(comps))]
     texts = [decode_text(p.tokenizer, p.cfg, c.tokens) for c in comps]
     results = score(p, u, [r["label"] for r in rows], texts, comps)
+    phase("snapshot")   # the last checkpoint's tensors copied before training changes them (run.checkpoint_writer)
+    if writer is not None: writer.wait_for_snapshot()
     phase("train")
     res = train_rollout(p, pl, u, reqs, comps, [r.value for r in results])
     if pipe is not None:
@@ -208,6 +211,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     line = update_line(u, version, digest, comps, results, res["metrics"], t)
+    if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"]["snapshot_s"]
     append_metrics(run_dir, line)
     check_skipped(p, run_dir, u, res["metrics"])
     t0 = time.perf_counter()
