@@ -88,10 +88,11 @@ def check(self: Publication) -> str:
 @patch
 @torch.no_grad()
 def apply(self: Publication):
-    "Copy the staged tensors into the live model, in place (captured CUDA graphs keep working)."
+    """Copy the staged tensors into the live model, in place (captured CUDA graphs keep working). It waits for its own
+    stream only: a checkpoint's copies on other streams (`looprl.run.checkpoint_writer`) go on meanwhile."""
     for n, t in self.model.state_dict().items(): t.copy_(self.staged[n])
     dev = next(self.model.parameters()).device
-    if dev.type == "cuda": torch.cuda.synchronize(dev)
+    if dev.type == "cuda": torch.cuda.current_stream(dev).synchronize()
 
 # %% ../../nbs/02c_publication.ipynb #4d3dd5a7
 @patch

@@ -341,6 +341,7 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             summary = dict(run=str(run_dir), algorithm=o.algorithm, family=p.cfg.family, precision=p.settings.precision,
                            start=start, updates=[], engine_stats_by_update=[], startup_s=time.perf_counter() - t0)
             writer = CheckpointWriter(background=not o.sync_checkpoints)
+            writer.prepare(pl.trainer)                    # its host buffers, faulted in meanwhile
             state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
             bar = _progress(range(start, end), progress, o.algorithm)
             for u in bar:
