@@ -108,6 +108,9 @@ def test_background_checkpoints_equal_written_in_the_update(capsys, tmp_path):
                          for u in (1, 2)]
         s = json.loads((tmp_path / mode / "summary.json").read_text())
         assert all("checkpoint_wait_s" in u["time"] for u in s["updates"]) and s["checkpoint_wait_s"] >= 0
+        assert [w["update"] for w in s["checkpoint_writes"]] == [1, 2]                  # each write's seconds
+        assert all(("copies_s" in w) == (mode == "background") and w["total_s"] >= w["trainer_file_s"] > 0
+                   for w in s["checkpoint_writes"]), s["checkpoint_writes"]
     assert digests["background"][0] != digests["background"][1]          # the state changed between the checkpoints
     assert digests["background"] == digests["sync"]
 

@@ -8,7 +8,9 @@ with plain SGD holds beside 0.05 GiB of buffers), each way timed once:
   a whole checkpoint as the writer makes it (`DeferredSnapshot` + `write_state`: copies and writes overlapped, then
            fsync), into fresh buffers and into reused ones; the file read back and compared with the masters bit for bit;
   the run's GPU work beside it: replays of a captured graph of FP16 products (bandwidth-bound, like a decode step),
-           timed alone and while a whole checkpoint is made in the background; a graph captured meanwhile.
+           timed alone and while a whole checkpoint is made in the background; a graph captured meanwhile; and what a
+           publication does (each tensor copied to FP16, a sum read back), alone and beside a checkpoint;
+  write_state with 2, 4 and 16 threads (8 is the default).
   python3 benchmarks/gpu/checkpoint_io.py OUT.json [DIR]   (DIR: where the files go, default /tmp/ckio; removed after)"""
 import json, os, shutil, sys, threading, time
 from pathlib import Path
@@ -65,6 +67,13 @@ def gpu_work(n: int = 4000):
         for _ in range(n): g.replay()
     return replay
 
+def publication_like(masters):
+    "Roughly what a publication does on the GPU: each tensor copied (FP16) and a sum of it read back (a stream sync)."
+    dst = [torch.empty_like(m, dtype=torch.float16) for m in masters]
+    def run():
+        for a, m in zip(dst, masters): a.copy_(m); a.view(-1)[:4096].float().sum().item()
+    return run
+
 def main(out: str, where: str = "/tmp/ckio"):
     model = build_model(real_config("huginn-0125"), device="meta")
     masters = [torch.empty(p.shape, dtype=torch.float32, device="cuda").normal_() for p in model.parameters()]
@@ -78,6 +87,9 @@ def main(out: str, where: str = "/tmp/ckio"):
         t0 = time.perf_counter(); write(d / "t.pt"); r[f"{name}_s"] = time.perf_counter() - t0
         r[f"{name}_fsync_s"] = fsynced(d / "t.pt"); r[f"{name}_with_fsync_s"] = r[f"{name}_s"] + r[f"{name}_fsync_s"]
         (d / "t.pt").unlink()
+    for n in (2, 4, 16):
+        t0 = time.perf_counter(); write_state(host, d / "t.pt", threads=n); fs = fsynced(d / "t.pt")
+        r[f"write_state_{n}_threads_with_fsync_s"] = time.perf_counter() - t0; (d / "t.pt").unlink()
     r["checkpoint_fresh_buffers"] = checkpoint(masters, HostStaging(), d / "t.pt"); (d / "t.pt").unlink()
     r["checkpoint_reused_buffers"] = checkpoint(masters, staging, d / "t.pt")
     back = torch.load(d / "t.pt")
@@ -89,6 +101,12 @@ def main(out: str, where: str = "/tmp/ckio"):
     th.start(); time.sleep(0.5)
     _, r["gpu_work_beside_checkpoint_s"] = timed(replay)
     _, r["capture_beside_checkpoint_s"] = timed(gpu_work)          # a capture while the copies run
+    th.join(); (d / "t.pt").unlink()
+    publish = publication_like(masters)
+    publish(); _, r["publication_like_alone_s"] = timed(publish)
+    th = threading.Thread(target=lambda: r.update(checkpoint_beside_publication=checkpoint(masters, staging, d / "t.pt")))
+    th.start(); time.sleep(0.3)
+    _, r["publication_like_beside_checkpoint_s"] = timed(publish)
     th.join(); (d / "t.pt").unlink()
     r["gpu_work_slowdown"] = r["gpu_work_beside_checkpoint_s"] / r["gpu_work_alone_s"]
     shutil.rmtree(d, ignore_errors=True)

@@ -40,7 +40,7 @@ def train(name, model, algorithm, updates, out_root="/tmp/fit", extra=()):
         evals = sum(u["time"].get("eval_s", 0) for u in ups)
         rec.update(total_s=s["total_s"], startup_s=s["startup_s"], checkpoint_wait_s=waits, checkpoint_wait_share=waits / s["total_s"],
                    eval_s=evals, checkpoint_wait_share_of_updates=waits / (s["total_s"] - s["startup_s"] - evals),
-                   checkpoints_skipped=s.get("checkpoints_skipped"),
+                   checkpoints_skipped=s.get("checkpoints_skipped"), checkpoint_writes=s.get("checkpoint_writes"),
                    checkpoint_s=sum(u["time"].get("checkpoint_s", 0) for u in ups), last_checkpoint_wait_s=s.get("last_checkpoint_wait_s"),
                    per_update_time=[u["time"] for u in ups], settings=plan.get("settings"),
                    plan_gib={k: round(v / GiB, 3) for k, v in plan["memory"][dev].items()} if dev else None,

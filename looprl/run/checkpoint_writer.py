@@ -72,7 +72,7 @@ class DeferredSnapshot:
         else: buf.copy_(src)
         with self.lock:
             self.left -= 1
-            if self.left == 0: self.copied.set()
+            if self.left == 0: self.copied_at = time.perf_counter(); self.copied.set()
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #7ef02a1f
 def learner_snapshot(l, staging: HostStaging, sources: dict, name: str = "actor") -> dict:
@@ -130,6 +130,7 @@ class CheckpointWriter:
         self.background, self.thread, self.error, self.wait_s = background, None, None, 0.0
         self.staging, self.snapshot = HostStaging(), None    # snapshot buffers, reused; the snapshot being copied
         self.toucher = None                                  # the thread faulting the buffers' pages in (`prepare`)
+        self.writes = []                                     # each background write's seconds, for summary.json
         self.skipped = []                     # updates whose checkpoint was skipped while a write was in flight
 
     def prepare(self, trainer):
@@ -162,7 +163,13 @@ class CheckpointWriter:
         return waited
 
     def _write(self, run_dir, update, write_trainer, loop_state, keep, rng, needed, snap=None):
-        try: save_checkpoint(run_dir, update, write_trainer, loop_state, keep=keep, rng=rng)
+        t0, took = time.perf_counter(), {}
+        def timed_write(d):
+            write_trainer(d); took["trainer_file_s"] = time.perf_counter() - t0
+        try:
+            save_checkpoint(run_dir, update, timed_write, loop_state, keep=keep, rng=rng)
+            copies = dict(copies_s=snap.copied_at - t0) if getattr(snap, "copied_at", None) else {}
+            self.writes.append(dict(update=update, **copies, **took, total_s=time.perf_counter() - t0))
         except Exception as e:
             from looprl.core.state import checkpoint_name
             self.error = write_failure(Path(run_dir) / CHECKPOINTS / checkpoint_name(update), e, needed, run_dir)

@@ -300,7 +300,8 @@ def finish_summary(summary: dict, run_dir: Path, o: RunOptions, end: int, t0: fl
                    engine_stats=(summary["engine_stats_by_update"] or [{}])[-1],
                    heldout=[l for l in read_metrics(run_dir) if l["kind"] == "heldout"],
                    total_s=time.perf_counter() - t0, checkpoint_wait_s=writer.wait_s,
-                   checkpoints_skipped=writer.skipped, **plan_summary(plan, o))
+                   checkpoints_skipped=writer.skipped, checkpoint_writes=writer.writes,
+                   **plan_summary(plan, o))
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=1))   # this process's part of the run
     return summary
 
