@@ -9,7 +9,8 @@ with plain SGD holds beside 0.05 GiB of buffers), each way timed once:
            fsync), into fresh buffers and into reused ones; the file read back and compared with the masters bit for bit;
   the run's GPU work beside it: replays of a captured graph of FP16 products (bandwidth-bound, like a decode step),
            timed alone and while a whole checkpoint is made in the background; a graph captured meanwhile; and what a
-           publication does (each tensor copied to FP16, a sum read back), alone and beside a checkpoint;
+           publication does (each tensor copied to FP16, a sum read back), alone and beside a checkpoint, its copies
+           alone and its writes alone; the removal of a checkpoint's file (the oldest goes after each write);
   write_state with 2, 4 and 16 threads (8 is the default).
   python3 benchmarks/gpu/checkpoint_io.py OUT.json [DIR]   (DIR: where the files go, default /tmp/ckio; removed after)"""
 import json, os, shutil, sys, threading, time
@@ -48,7 +49,7 @@ def checkpoint(masters, staging, path: Path) -> dict:
     t0 = time.perf_counter()
     sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources)
     write_state(snap.tree, path, snap.fill); written = time.perf_counter() - t0
-    return dict(written_s=written, fsync_s=fsynced(path), total_s=time.perf_counter() - t0)
+    return dict(copied_s=snap.copied_at - t0, written_s=written, fsync_s=fsynced(path), total_s=time.perf_counter() - t0)
 
 def gpu_work(n: int = 4000):
     "A captured graph of 8 FP16 products [64 × 5280] × [5280 × 17920] (bandwidth-bound), replayed `n` times."
@@ -107,7 +108,13 @@ def main(out: str, where: str = "/tmp/ckio"):
     th = threading.Thread(target=lambda: r.update(checkpoint_beside_publication=checkpoint(masters, staging, d / "t.pt")))
     th.start(); time.sleep(0.3)
     _, r["publication_like_beside_checkpoint_s"] = timed(publish)
-    th.join(); (d / "t.pt").unlink()
+    th.join()
+    t0 = time.perf_counter(); (d / "t.pt").unlink(); r["unlink_s"] = time.perf_counter() - t0
+    (d / "small").write_text("x"); r["small_fsync_after_unlink_s"] = fsynced(d / "small")
+    th = threading.Thread(target=lambda: r.update(copies_beside_publication_s=timed(lambda: copies(masters, staging, 8))[1]))
+    th.start(); time.sleep(0.1); _, r["publication_like_beside_copies_s"] = timed(publish); th.join()
+    th = threading.Thread(target=lambda: write_state(host, d / "t.pt"))
+    th.start(); time.sleep(0.5); _, r["publication_like_beside_writes_s"] = timed(publish); th.join(); (d / "t.pt").unlink()
     r["gpu_work_slowdown"] = r["gpu_work_beside_checkpoint_s"] / r["gpu_work_alone_s"]
     shutil.rmtree(d, ignore_errors=True)
     doc = dict(command=" ".join(["python3", *sys.argv]), environment=environment(), result=r)

@@ -60,11 +60,12 @@ def write_state(obj, path, fill: Callable[[torch.Tensor], None] | None = None, t
     """Write `obj` to `path` as a `torch.save` file (without the zip's CRC-32, like `save_state`), its storages'
     bytes written by `threads` threads (default: up to 8); `fill(t)` runs on each storage's tensor first."""
     holes = sorted(write_skeleton(obj, path), key=lambda h: -h[0].untyped_storage().nbytes())
-    fd = os.open(path, os.O_WRONLY)
+    n, fd = threads or min(8, os.cpu_count() or 1), os.open(path, os.O_WRONLY)
     try:
-        def one(hole):
-            if fill is not None: fill(hole[0])
-            write_storage(fd, *hole)
-        with ThreadPoolExecutor(threads or min(8, os.cpu_count() or 1), "looprl-state-file") as pool:
-            for f in [pool.submit(one, h) for h in holes]: f.result()
+        with ThreadPoolExecutor(n, "looprl-state-fill") as fills, ThreadPoolExecutor(n, "looprl-state-file") as pool:
+            filled = [fills.submit(fill, t) if fill is not None else None for t, _ in holes]
+            def one(i):
+                if filled[i] is not None: filled[i].result()
+                write_storage(fd, *holes[i])
+            for f in [pool.submit(one, i) for i in range(len(holes))]: f.result()
     finally: os.close(fd)

@@ -51,7 +51,7 @@ def pieces(dst: torch.Tensor, src: torch.Tensor):
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #45dfbc2e
 class DeferredSnapshot:
-    """A snapshot whose tensors are copied into their host buffers later, by `fill`, each in the thread that writes it.
+    """A snapshot whose tensors are copied into their host buffers later, by `fill` (called by `write_state`).
     It is the state at `__init__` as long as nothing changes the sources before `copied` is set."""
     def __init__(self, tree, sources: dict):
         self.tree, self.sources, self.left = tree, sources, len(sources)
