@@ -75,6 +75,27 @@ def test_failing_checkpoint_write_is_one_line_and_leaves_the_previous(monkeypatc
     code, lines = train(capsys, out, "--resume")
     assert code == 0 and latest_checkpoint(out).name == "update-000002", lines
 
+def test_disk_full_while_the_tensor_bytes_are_written(monkeypatch, capsys, tmp_path):
+    """The disk fills up while the second checkpoint's tensor bytes are written by the writer's threads (after the
+    archive's skeleton): one line, nothing half-written left, and --resume continues from the first checkpoint."""
+    from looprl.core import state_file
+    skeletons, real_skeleton, real_storage = [], state_file.write_skeleton, state_file.write_storage
+    def counted(obj, path):
+        skeletons.append(path); return real_skeleton(obj, path)
+    def full(fd, t, offset):
+        if len(skeletons) == 2: raise OSError(28, "No space left on device")
+        return real_storage(fd, t, offset)
+    monkeypatch.setattr(state_file, "write_skeleton", counted)
+    monkeypatch.setattr(state_file, "write_storage", full)
+    out = tmp_path / "run"
+    code, lines = train(capsys, out)
+    assert code == 1 and len(lines) == 1, (code, lines)
+    assert f"writing checkpoint {out / CHECKPOINTS / 'update-000002'} failed (OSError: [Errno 28] No space left on device)" in lines[0], lines[0]
+    assert sorted(p.name for p in (out / CHECKPOINTS).iterdir()) == ["latest", "update-000001"]
+    monkeypatch.setattr(state_file, "write_storage", real_storage)
+    code, lines = train(capsys, out, "--resume")
+    assert code == 0 and latest_checkpoint(out).name == "update-000002", lines
+
 @pytest.mark.parametrize("skip", [True, False])
 def test_busy_checkpoints_skipped_never_the_last(monkeypatch, capsys, tmp_path, skip):
     """Writes slower than the updates: with --skip-busy-checkpoints the checkpoints that come due mid-write are skipped
