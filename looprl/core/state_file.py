@@ -29,7 +29,7 @@ def write_skeleton(obj, path) -> list[tuple[torch.Tensor, int]]:
     """Write `obj` to `path` as `torch.save` does, with every storage's bytes left out (a hole); returns one
     (tensor, file offset) per distinct storage, where that storage's bytes go."""
     device = next((t.device for t in tensor_leaves(obj) if t.device.type != "cpu"), None)
-    if device is not None: raise ValueError(f"{path}: a state file is written from host memory; a tensor is on {device}")
+    if device is not None: raise ValueError(f"{path}: a state file is written from host memory (a tensor on {device})")
     with serialization_config.patch({"save.compute_crc32": False}), torch.serialization.skip_data():
         torch.save(obj, path)
     skeleton = torch.load(path, map_location="meta", weights_only=False)
