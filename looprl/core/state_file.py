@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/state_file.html.md"""
 
 # %% ../../nbs/00g1_state_file.ipynb #58189711
 from __future__ import annotations
-import ctypes, ctypes.util, os, threading
+import ctypes, ctypes.util, os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 import torch
