@@ -12,7 +12,8 @@ with plain SGD holds beside 0.05 GiB of buffers), each way timed once:
            publication does (each tensor copied to FP16, a sum read back), alone and beside a checkpoint, its copies
            alone and its writes alone; the removal of a checkpoint's file (the oldest goes after each write);
   write_state with 2, 4 and 16 threads (8 is the default).
-  python3 benchmarks/gpu/checkpoint_io.py OUT.json [DIR]   (DIR: where the files go, default /tmp/ckio; removed after)"""
+  python3 benchmarks/gpu/checkpoint_io.py OUT.json [DIR [bounce]]   (DIR: where the files go, default /tmp/ckio;
+  removed after. bounce: only the copies through page-locked pieces, a publication's work beside them, a checkpoint)"""
 import json, os, shutil, sys, threading, time
 from pathlib import Path
 import torch
@@ -37,7 +38,7 @@ def fsynced(path: Path) -> float:
 
 def copies(masters, staging, threads: int):
     "The masters copied into `staging`'s buffers by `threads` threads (the writer's fill, without the writes)."
-    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources)
+    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources, staging.bounce())
     shares = [snap.tree[i::threads] for i in range(threads)]
     ts = [threading.Thread(target=lambda s=s: [snap.fill(b) for b in s]) for s in shares]
     for t in ts: t.start()
@@ -47,7 +48,7 @@ def copies(masters, staging, threads: int):
 def checkpoint(masters, staging, path: Path) -> dict:
     "A whole checkpoint as the writer makes it: snapshot, copies overlapped with the writes, fsync."
     t0 = time.perf_counter()
-    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources)
+    sources = {}; snap = DeferredSnapshot(to_host(masters, staging, sources, ("m",)), sources, staging.bounce())
     write_state(snap.tree, path, snap.fill); written = time.perf_counter() - t0
     return dict(copied_s=snap.copied_at - t0, written_s=written, fsync_s=fsynced(path), total_s=time.perf_counter() - t0)
 
@@ -75,11 +76,26 @@ def publication_like(masters):
         for a, m in zip(dst, masters): a.copy_(m); a.view(-1)[:4096].float().sum().item()
     return run
 
-def main(out: str, where: str = "/tmp/ckio"):
+def bounce_check(masters, d: Path) -> dict:
+    """The copies through page-locked pieces: into fresh buffers and again, a publication's work beside them, and a
+    whole checkpoint read back and compared with the masters."""
+    r, staging, publish = {}, HostStaging(), publication_like(masters)
+    _, r["bounce_first_s"] = timed(lambda: copies(masters, staging, 8))
+    _, r["bounce_again_s"] = timed(lambda: copies(masters, staging, 8))
+    publish(); _, r["publication_like_alone_s"] = timed(publish)
+    th = threading.Thread(target=lambda: r.update(bounce_beside_publication_s=timed(lambda: copies(masters, staging, 8))[1]))
+    th.start(); time.sleep(0.1); _, r["publication_like_beside_bounce_copies_s"] = timed(publish); th.join()
+    r["checkpoint_bounce"] = checkpoint(masters, staging, d / "t.pt")
+    back = torch.load(d / "t.pt")
+    r["file_equals_masters"] = all(torch.equal(b.cuda(), m) for b, m in zip(back, masters)); (d / "t.pt").unlink()
+    return r
+
+def main(out: str, where: str = "/tmp/ckio", only: str = ""):
     model = build_model(real_config("huginn-0125"), device="meta")
     masters = [torch.empty(p.shape, dtype=torch.float32, device="cuda").normal_() for p in model.parameters()]
     d = Path(where); shutil.rmtree(d, ignore_errors=True); d.mkdir(parents=True)
     r = dict(tensors=len(masters), gib=sum(t.numel() * 4 for t in masters) / GiB, disk=where)
+    if only == "bounce": r.update(bounce_check(masters, d)); return record(out, r)
     staging = HostStaging()
     host, r["copy_pageable_first_s"] = timed(lambda: copies(masters, staging, 1))
     _, r["copy_pageable_again_s"] = timed(lambda: copies(masters, staging, 1))
@@ -117,6 +133,9 @@ def main(out: str, where: str = "/tmp/ckio"):
     th.start(); time.sleep(0.5); _, r["publication_like_beside_writes_s"] = timed(publish); th.join(); (d / "t.pt").unlink()
     r["gpu_work_slowdown"] = r["gpu_work_beside_checkpoint_s"] / r["gpu_work_alone_s"]
     shutil.rmtree(d, ignore_errors=True)
+    record(out, r)
+
+def record(out: str, r: dict):
     doc = dict(command=" ".join(["python3", *sys.argv]), environment=environment(), result=r)
     Path(out).write_text(json.dumps(doc, indent=1)); print(json.dumps(r, indent=1))
 

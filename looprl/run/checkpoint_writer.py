@@ -6,9 +6,10 @@ Docs: https://looprl.github.io/looprl/checkpoint_writer.html.md"""
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #68ffb5a7
 from __future__ import annotations
-import copy, shutil, threading, time
+import copy, os, queue, shutil, threading, time
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from ..core.state import save_checkpoint, capture_rng, CHECKPOINTS
 from ..core.state_file import write_state, tensor_leaves
 from ..rollout.engine import GRAPH_CAPTURES
@@ -21,8 +22,18 @@ __all__ = ['PIECE_BYTES', 'HostStaging', 'to_host', 'pieces', 'DeferredSnapshot'
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #9c4c07c4
 class HostStaging:
     """Host buffers that checkpoint snapshots reuse, one per state tensor and of its shape and dtype, in pageable
-    memory. A buffer is reused only after its write has finished (`CheckpointWriter.save` waits first)."""
-    def __init__(self): self.pool = {}
+    memory. A buffer is reused only after its write has finished (`CheckpointWriter.save` waits first). Device
+    tensors reach them through a few page-locked pieces (`bounce`): bulk copies straight into pageable memory held up
+    the main thread's small read-backs (a publication's) for as long as they ran (`benchmarks/gpu/checkpoint_io.py`)."""
+    def __init__(self): self.pool, self.pinned, self.lock = {}, None, threading.Lock()
+
+    def bounce(self, n: int = min(8, os.cpu_count() or 1)) -> queue.Queue:
+        "A queue of `n` page-locked pieces of `PIECE_BYTES`, made at the first call (take one, use it, put it back)."
+        with self.lock:
+            if self.pinned is None:
+                self.pinned = queue.Queue()
+                for _ in range(n): self.pinned.put(torch.empty(PIECE_BYTES, dtype=torch.uint8, pin_memory=True))
+        return self.pinned
     def buffer(self, x: torch.Tensor, key: tuple) -> torch.Tensor:
         buf = self.pool.get(key)
         if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
@@ -53,8 +64,8 @@ def pieces(dst: torch.Tensor, src: torch.Tensor):
 class DeferredSnapshot:
     """A snapshot whose tensors are copied into their host buffers later, by `fill` (called by `write_state`).
     It is the state at `__init__` as long as nothing changes the sources before `copied` is set."""
-    def __init__(self, tree, sources: dict):
-        self.tree, self.sources, self.left = tree, sources, len(sources)
+    def __init__(self, tree, sources: dict, bounce: queue.Queue | None = None):
+        self.tree, self.sources, self.left, self.bounce = tree, sources, len(sources), bounce
         self.copied, self.lock, self.streams = threading.Event(), threading.Lock(), threading.local()
         if not sources: self.copied.set()
         cuda = next((s.device for s in sources.values() if s.is_cuda), None)
@@ -68,11 +79,27 @@ class DeferredSnapshot:
             if getattr(self.streams, "s", None) is None: self.streams.s = torch.cuda.Stream(src.device)
             self.streams.s.wait_event(self.ready)
             for dst, part in pieces(buf, src):            # a capture, or a device-wide sync, waits for one piece
-                with GRAPH_CAPTURES.copying(), torch.cuda.stream(self.streams.s): dst.copy_(part)
+                self._copy_piece(dst, part, self.streams.s)
         else: buf.copy_(src)
         with self.lock:
             self.left -= 1
             if self.left == 0: self.copied_at = time.perf_counter(); self.copied.set()
+
+# %% ../../nbs/04h1_checkpoint_writer.ipynb #d219cd7d
+@patch
+def _copy_piece(self: DeferredSnapshot, dst: torch.Tensor, part: torch.Tensor, stream):
+    "One piece from the device into host memory `dst`: through a page-locked bounce piece when there is one to fit it."
+    nbytes = part.numel() * part.element_size()
+    if self.bounce is None or nbytes > PIECE_BYTES or not part.is_contiguous():
+        with GRAPH_CAPTURES.copying(), torch.cuda.stream(stream): dst.copy_(part)
+        return
+    piece = self.bounce.get()
+    try:
+        staged = piece[:nbytes].view(part.dtype).view(part.shape)
+        with GRAPH_CAPTURES.copying(), torch.cuda.stream(stream): staged.copy_(part, non_blocking=True)
+        stream.synchronize()
+        dst.copy_(staged)
+    finally: self.bounce.put(piece)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #7ef02a1f
 def learner_snapshot(l, staging: HostStaging, sources: dict, name: str = "actor") -> dict:
@@ -97,7 +124,7 @@ def trainer_snapshot(handle, staging: HostStaging) -> DeferredSnapshot | None:
     tree = dict(actor=learner_snapshot(t.actor, staging, sources),
                 critic=None if t.critic is None else learner_snapshot(t.critic, staging, sources, "critic"),
                 rng=capture_rng(), trainer_processes=1, tensor_parallel=1)
-    return DeferredSnapshot(tree, sources)
+    return DeferredSnapshot(tree, sources, staging.bounce() if any(s.is_cuda for s in sources.values()) else None)
 
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #814c74a1
 class CheckpointFailed(RuntimeError):
