@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/state.html.md"""
 
 # %% ../../nbs/00g_state.ipynb #1a381dfe
 from __future__ import annotations
-import json, os, random, shutil, tempfile
+import json, os, random, shutil, tempfile, threading
 from pathlib import Path
 import numpy as np
 import torch
@@ -16,10 +16,10 @@ from .atomic import atomic_dir, atomic_write_text
 # %% auto #0
 __all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES', 'RunError',
            'skipped_parts', 'left_fresh', 'restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point',
-           'checkpoint_name', 'save_state', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state',
-           'latest_checkpoint', 'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics',
-           'read_metrics', 'policy_path', 'latest_policy', 'upgrade_contract', 'read_contract', 'contract_differences',
-           'check_contract']
+           'checkpoint_name', 'save_state', 'retire', 'complete_checkpoints', 'save_checkpoint', 'save_trainer_state',
+           'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'rank_file', 'save_rank_state',
+           'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path', 'latest_policy', 'upgrade_contract',
+           'read_contract', 'contract_differences', 'check_contract']
 
 # %% ../../nbs/00g_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -114,24 +114,45 @@ def save_state(obj, path):
     "`torch.save` of `obj` to `path` without the zip archive's per-record CRC-32 (which `torch.load` does not check)."
     with serialization_config.patch({"save.compute_crc32": False}): torch.save(obj, path)
 
+# %% ../../nbs/00g_state.ipynb #8f79b732
+def retire(dirs: list, ck: Path) -> threading.Thread:
+    """Take each checkpoint directory of `dirs` out of the checkpoints at once (renamed to a `.tmp-` name, which the next
+    save clears should this process die first) and remove its files on a background thread (joined by the caller):
+    the files of a Huginn-0125 checkpoint take 3.7 s to remove (`benchmarks/gpu/checkpoint_io.py`)."""
+    gone = []
+    for d in dirs:
+        g = ck / f".tmp-retired-{d.name}"
+        shutil.rmtree(g, ignore_errors=True); os.replace(d, g); gone.append(g)
+    t = threading.Thread(target=lambda: [shutil.rmtree(g, ignore_errors=True) for g in gone], daemon=True,
+                         name="looprl-retire")
+    t.start(); return t
+
 # %% ../../nbs/00g_state.ipynb #f054d1b7
+def complete_checkpoints(ck: Path) -> list:
+    "The complete checkpoint directories under `ck`, oldest first."
+    return sorted(p for p in ck.iterdir() if p.is_dir() and p.name.startswith("update-"))
+
 def save_checkpoint(run: Path, update: int, write_trainer, loop_state: dict, keep: int = 2,
                     rng: dict | None = None) -> Path:
     """Atomically write the checkpoint taken after `update` updates and point `latest` at it.
     `write_trainer(dir)` writes the trainer's files into the temporary directory (the trainer may live
     in another process); this process adds its own RNG state (`rng`, when captured earlier: a write in the
-    background) and the loop state."""
+    background) and the loop state. With `keep` ≥ 2 the checkpoints beyond the newest `keep - 1` are removed while
+    this one is written, never the one `latest` names: a crash mid-write still resumes from it."""
     ck = Path(run) / CHECKPOINTS
     ck.mkdir(parents=True, exist_ok=True)
-    dst = ck / checkpoint_name(update)
+    dst, done = ck / checkpoint_name(update), complete_checkpoints(ck)
+    named = (ck / LATEST).read_text().strip() if (ck / LATEST).exists() else None
+    surplus = done[:max(0, len(done) - (keep - 1))] if keep > 1 else []
+    removing = retire([d for d in surplus if d.name != named], ck)
     with atomic_dir(dst, prefix=".tmp-") as tmp:
         write_trainer(tmp)
         fault_point("checkpoint")
         save_state(rng if rng is not None else capture_rng(), tmp / "rng.pt")
         (tmp / "loop.json").write_text(json.dumps(loop_state, indent=1, sort_keys=True))
     atomic_write_text(ck / LATEST, dst.name)
-    done = sorted(p for p in ck.iterdir() if p.is_dir() and p.name.startswith("update-"))
-    for old in done[:-keep]: shutil.rmtree(old, ignore_errors=True)
+    removing.join()
+    for old in complete_checkpoints(ck)[:-keep]: shutil.rmtree(old, ignore_errors=True)
     for stale in ck.glob(".tmp-*"): shutil.rmtree(stale, ignore_errors=True)
     return dst
 

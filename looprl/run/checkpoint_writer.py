@@ -88,7 +88,8 @@ class DeferredSnapshot:
 # %% ../../nbs/04h1_checkpoint_writer.ipynb #d219cd7d
 @patch
 def _copy_piece(self: DeferredSnapshot, dst: torch.Tensor, part: torch.Tensor, stream):
-    "One piece from the device into host memory `dst`: through a page-locked bounce piece when there is one to fit it."
+    """One piece from the device into host memory `dst`: through a page-locked bounce piece when there is one to fit
+    it (the wait for that copy, too, happens outside any graph capture)."""
     nbytes = part.numel() * part.element_size()
     if self.bounce is None or nbytes > PIECE_BYTES or not part.is_contiguous():
         with GRAPH_CAPTURES.copying(), torch.cuda.stream(stream): dst.copy_(part)
@@ -96,8 +97,8 @@ def _copy_piece(self: DeferredSnapshot, dst: torch.Tensor, part: torch.Tensor, s
     piece = self.bounce.get()
     try:
         staged = piece[:nbytes].view(part.dtype).view(part.shape)
-        with GRAPH_CAPTURES.copying(), torch.cuda.stream(stream): staged.copy_(part, non_blocking=True)
-        stream.synchronize()
+        with GRAPH_CAPTURES.copying(), torch.cuda.stream(stream):
+            staged.copy_(part, non_blocking=True); stream.synchronize()
         dst.copy_(staged)
     finally: self.bounce.put(piece)
 
