@@ -1,8 +1,8 @@
 """Where the host time of one eager decode step goes, at Huginn-0125 shapes (FP16, 256-token context, random weights).
 usage: PYTHONPATH=. python3 benchmarks/gpu/eager_profile.py OUT.json
 For the fused (looprl.model.kernels) and the plain decode path, B = 1 and 64: the step's median wall time, the GPU time of the
-same step replayed as a CUDA graph, and a cProfile of one step (the functions with the most own time); the fused step
-again with kernels.DIRECT_LAUNCH on. Then the host cost
+same step replayed as a CUDA graph, and a cProfile of one step (the functions with the most own time), every Triton
+kernel through its JIT launcher; the fused step again with kernels.DIRECT_LAUNCH on (the default). Then the host cost
 of one launch of each kind the fused step makes (a Triton kernel through its JIT launcher, the same compiled kernel
 launched directly, a cuBLAS product, an allocation), each the mean of many launches with the GPU kept busy."""
 import cProfile, io, json, pstats, statistics, sys, time
@@ -80,11 +80,12 @@ def main(path):
     cfg = preset_config("huginn-0125")
     eng = Engine(cfg, "cuda", torch.float16, max_batch=64, max_len=256, cuda_graphs=False, graph_buckets=(1, 64))
     init_weights(eng.model, 0)
+    default, K.DIRECT_LAUNCH = K.DIRECT_LAUNCH, False          # every Triton kernel through its JIT launcher
     res = dict(command="PYTHONPATH=. python3 benchmarks/gpu/eager_profile.py " + path, environment=environment(),
                steps=[profile_step(eng, B, f) for f in (True, False) for B in (1, 64)])
     K.DIRECT_LAUNCH = True                       # the fused step again, its Triton kernels launched directly once compiled
     res["direct_launch_steps"] = [profile_step(eng, B, True) for B in (1, 64)]
-    K.DIRECT_LAUNCH = False
+    K.DIRECT_LAUNCH = default
     res["launch"] = launch_costs()
     open(path, "w").write(json.dumps(res, indent=1))
     for s in res["steps"] + res["direct_launch_steps"]:

@@ -31,7 +31,7 @@ def fused_available(device) -> bool:
     return torch.device(device).type == "cuda" or interpreting()
 
 # %% ../../nbs/01e_kernels.ipynb #0c42f62e
-DIRECT_LAUNCH = False         # off until tests/test_kernels.py::test_direct_launch_same_bits_cuda has passed on a GPU
+DIRECT_LAUNCH = True          # False: every launch through the JIT launcher
 _COMPILED: dict = {}          # specialization key → the compiled kernel
 
 def _spec(a):
@@ -44,8 +44,9 @@ def _spec(a):
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
     """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once
     compiled."""
-    if not DIRECT_LAUNCH or interpreting(): return kernel[grid](*args, **constexprs, num_warps=num_warps)
     dev = next(a for a in args if isinstance(a, torch.Tensor)).device
+    if not DIRECT_LAUNCH or dev.type != "cuda" or interpreting():
+        return kernel[grid](*args, **constexprs, num_warps=num_warps)
     key = (kernel, dev.index, len(grid), num_warps, *constexprs.items(), *map(_spec, args))
     compiled = _COMPILED.get(key)
     if compiled is None:
