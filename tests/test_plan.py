@@ -250,15 +250,28 @@ def test_plan_lowers_the_engine_batch_when_left_at_default(monkeypatch, capsys, 
     assert all(a != b for a, b in zip(rollouts("halves"), rollouts("twin")))
 
 @pytest.mark.parametrize("sync", [False, True])
-def test_policies_are_exported_beside_complete_checkpoints_only(monkeypatch, capsys, tmp_path, sync):
-    "The disk plan counts an export after the old checkpoints are gone: at each export, no checkpoint is being written."
+def test_policies_are_exported_while_the_checkpoint_is_written(monkeypatch, capsys, tmp_path, sync):
+    """An export does not wait for its update's checkpoint, written in the background (slowed here): at the export of
+    update 2 only update 1's checkpoint is complete; with --sync-checkpoints (the twin) update 2's is complete first.
+    Both end with the last checkpoint and both policies."""
+    import time
     import looprl.run.loop
+    from looprl.run import checkpoint_writer
+    real_write = checkpoint_writer.write_state
+    def slow(*a, **k):
+        time.sleep(1.0); real_write(*a, **k)
+    monkeypatch.setattr(checkpoint_writer, "write_state", slow)
     seen, real = [], looprl.run.loop.export_policy
-    def export(pl, run_dir, update):
+    def export(pl, run_dir, update):                      # the complete checkpoints at the export
         ck = run_dir / CHECKPOINTS
-        seen.append((update, sorted(p.name for p in ck.iterdir() if p.is_dir())))
+        seen.append((update, sorted(p.parent.name for p in ck.glob("update-*/loop.json"))))
         return real(pl, run_dir, update)
     monkeypatch.setattr(looprl.run.loop, "export_policy", export)
-    code, lines = train(capsys, tmp_path / "run", "--export-every", "1", "--keep-checkpoints", "1", *(["--sync-checkpoints"] * sync))
+    out = tmp_path / "run"
+    code, lines = train(capsys, out, "--updates", "2", "--export-every", "1", "--keep-checkpoints", "1",
+                        *(["--sync-checkpoints"] * sync))
     assert code == 0, lines
-    assert seen == [(1, ["update-000001"]), (2, ["update-000002"])], seen   # without the wait: a .tmp- directory and update-000001 beside update 2
+    if sync: assert seen == [(1, ["update-000001"]), (2, ["update-000002"])], seen
+    else: assert seen == [(1, []), (2, ["update-000001"])], seen          # each export beside its checkpoint's write
+    assert sorted(p.name for p in (out / CHECKPOINTS).iterdir() if p.is_dir()) == ["update-000002"]
+    assert sorted(p.name for p in (out / "policies").iterdir() if p.is_dir()) == ["update-000001", "update-000002"]

@@ -176,9 +176,7 @@ def save_progress(p: Prepared, pl: Placement, run_dir: Path, u: int, state: dict
             waited = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
             line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + waited
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
-        if writer is not None:   # exports beside complete checkpoints only (the disk plan)
-            line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + writer.wait()
-        export_policy(pl, run_dir, u + 1)
+        export_policy(pl, run_dir, u + 1)        # while the checkpoint is written (the disk plan counts both)
 
 # %% ../../nbs/04k_loop.ipynb #03559f1d
 def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int,

@@ -103,15 +103,15 @@ def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     one = checkpoint_bytes(cfg, o, counts)
     if o.trainer_processes > 1 and o.trainer.backend == "torch": one += gathered
     policy = (2 if prec == "fp16" else 4) * counts["actor"]["params"]
-    kept = exported = 0; fullest = (0, 0, 0, "")       # (bytes, checkpoints, policies, when)
+    kept = at_once = exported = 0; fullest = (0, 0, 0)       # (bytes, checkpoints, policies)
     for u in range(1, o.updates + 1):
-        if u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after):
-            fullest = max(fullest, ((kept + 1) * one + exported * policy, kept + 1, exported, "while one is written"))
-            kept = min(kept + 1, o.keep_checkpoints)
-        if u == o.updates or (o.export_every and u % o.export_every == 0):
-            exported += 1; fullest = max(fullest, (kept * one + exported * policy, kept, exported, "after an export"))
-    _, n_ck, n_pol, when = fullest
-    return {f"checkpoints ({n_ck} at once, {when}: {one / GiB:.1f} GiB each)": n_ck * one,
+        written = u % o.checkpoint_every == 0 or u in (o.updates, o.stop_after)
+        if written: at_once, kept = kept + 1, min(kept + 1, o.keep_checkpoints)   # beside the kept ones
+        due = u == o.updates or (o.export_every and u % o.export_every == 0)
+        exported += bool(due)
+        if written or due: fullest = max(fullest, (at_once * one + exported * policy, at_once, exported))
+    _, n_ck, n_pol = fullest
+    return {f"checkpoints ({n_ck} at once, while one is written: {one / GiB:.1f} GiB each)": n_ck * one,
             f"exported policies ({n_pol})": n_pol * policy}
 
 # %% ../../nbs/04h_plan.ipynb #696dded3
