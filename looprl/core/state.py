@@ -116,9 +116,9 @@ def save_state(obj, path):
 
 # %% ../../nbs/00g_state.ipynb #8f79b732
 def retire(dirs: list, ck: Path) -> threading.Thread:
-    """Take each checkpoint directory of `dirs` out of the checkpoints at once (renamed to a `.tmp-` name, which the next
-    save clears should this process die first) and remove its files on a background thread (joined by the caller):
-    the files of a Huginn-0125 checkpoint take 3.7 s to remove (`benchmarks/gpu/checkpoint_io.py`)."""
+    """Take each checkpoint directory of `dirs` out of the checkpoints at once (renamed to a `.tmp-` name, which the
+    next save clears should this process die first) and remove its files on a background thread (joined by the
+    caller): the files of a Huginn-0125 checkpoint take 3.7 s to remove (`benchmarks/gpu/checkpoint_io.py`)."""
     gone = []
     for d in dirs:
         g = ck / f".tmp-retired-{d.name}"
