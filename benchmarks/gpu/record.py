@@ -78,13 +78,14 @@ def stamp(path):
     p = Path(path); p.write_text(json.dumps(stamped(json.loads(p.read_text())), indent=1))
 
 def beside(path, probe):
-    "Put the probe's rows (same run, same machine) into FILE as `probe`, and on each decode row the probe's times and ratios."
+    """Put the probe's rows (same run, same machine) into FILE as `probe`, and on each decode row the probe's times and
+    ratios (against the row's bound, at the device's bandwidth: the probe divides by the H200's)."""
     p = Path(path); doc, rows = json.loads(p.read_text()), json.loads(Path(probe).read_text())
     by_b = {r["B"]: r for r in rows}
     for r in doc["result"]:
         q = by_b.get(r["B"])
         if q is None: continue
-        r.update(probe_graph_ms=q["graph_ms"], probe_eager_ms=q["eager_ms"], probe_graph_over_bound=q["graph_over_bound"],
+        r.update(probe_graph_ms=q["graph_ms"], probe_eager_ms=q["eager_ms"], probe_graph_over_bound=q["graph_ms"] / r["bound_ms"],
                  default_over_probe_graph=r["default_ms"] / q["graph_ms"], eager_over_probe_eager=r["eager_ms"] / q["eager_ms"])
     doc["probe"] = dict(script="benchmarks/gpu/huginn_decode_probe.py", rows=rows)
     p.write_text(json.dumps(doc, indent=1))

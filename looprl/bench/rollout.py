@@ -15,8 +15,8 @@ from ..model import kernels as K
 from ..rollout.engine import Engine
 
 # %% auto #0
-__all__ = ['decode_bytes', 'weight_reads', 'decode_inputs', 'decode_step_times', 'bench_rollout', 'profile_decode',
-           'bench_matmuls', 'hash_tokens', 'bench_rollout_engines']
+__all__ = ['HBM_BANDWIDTH', 'decode_bytes', 'hbm_bandwidth', 'weight_reads', 'decode_inputs', 'decode_step_times',
+           'bench_rollout', 'profile_decode', 'bench_matmuls', 'hash_tokens', 'bench_rollout_engines']
 
 # %% ../../nbs/06c_bench_rollout.ipynb #26a42490
 def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
@@ -28,6 +28,16 @@ def decode_bytes(model: LoopedLM, batch: int, context: int) -> dict:
     loop = looped_reads(model, lambda p: p.numel() * p.element_size())
     el = next(model.parameters()).dtype
     return dict(weights=once + cfg.depth * loop, kv=KVCache.nbytes_for(cfg, batch, context, el))
+
+# %% ../../nbs/06c_bench_rollout.ipynb #57aee49f
+HBM_BANDWIDTH = {"H200": 4.8e12, "H100 NVL": 3.9e12, "H100 PCIe": 2.0e12, "H100": 3.35e12}   # bytes/s, makers' figures
+
+def hbm_bandwidth(device) -> float:
+    """Peak memory bandwidth (bytes/s) of `device`: by the CUDA device's name (the first key of `HBM_BANDWIDTH` in it),
+    else the H200's, on which the decode targets are set (the CPU, an unlisted GPU)."""
+    d = torch.device(device)
+    name = torch.cuda.get_device_name(d) if d.type == "cuda" else ""
+    return next((bw for key, bw in HBM_BANDWIDTH.items() if key in name), HBM_BANDWIDTH["H200"])
 
 # %% ../../nbs/06c_bench_rollout.ipynb #b7e1a002
 def weight_reads(model: LoopedLM, batch: int = 2) -> dict:
@@ -89,7 +99,7 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
     bound = (nbytes["weights"] + nbytes["kv"]) / bandwidth * 1e3
     eager, graph, default = times["eager_ms"], times["graph_ms"], times["default_ms"]
     return dict(B=batch, T=context, default_ms=default, default_path=times["default_path"], eager_ms=eager,
-                graph_ms=graph,
+                graph_ms=graph, bandwidth=bandwidth,
                 bound_ms=bound, default_over_bound=default / bound,
                 graph_over_bound=None if graph is None else graph / bound,
                 eager_over_bound=eager / bound, eager_over_graph=None if graph is None else eager / graph,
@@ -105,13 +115,15 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
 @torch.no_grad()
 def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16,
                   cuda_graphs: bool | None = None,
-                  device=None, bandwidth: float = 4.8e12, warmup: int = 3, iters: int = 10, seed: int = 0,
+                  device=None, bandwidth: float | None = None, warmup: int = 3, iters: int = 10, seed: int = 0,
                   fused: bool = True) -> list[dict]:
     """Decode-step time (median, ms) eager, as a CUDA graph (on a GPU) and as the engine runs it by default
     (`cuda_graphs=None`: graphs on a GPU; False: eager) vs the memory-bandwidth bound, per batch size;
-    `fused=False` times the plain PyTorch decode path instead of `looprl.model.kernels`."""
+    `fused=False` times the plain PyTorch decode path instead of `looprl.model.kernels`; the bound at `bandwidth`
+    bytes/s, by default the device's (`hbm_bandwidth`)."""
     cfg = preset_config(cfg)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    bandwidth = bandwidth or hbm_bandwidth(device)
     graphs = device.type == "cuda"                  # the graph step is timed on a GPU whatever the engine's setting
     eng = Engine(cfg, device, dtype, max_batch=max(batch_sizes), max_len=context, cuda_graphs=cuda_graphs,
                  graph_buckets=batch_sizes)
@@ -175,7 +187,7 @@ def profile_decode(cfg="huginn-0125", batch: int = 1, context: int = 256, dtype=
     torch.cuda.empty_cache()
     return dict(B=batch, T=context, fused=fused, graph_ms=graph_ms, eager_ms=eager_ms, kernels=len(kernels),
                 kernel_ms=total_ms,
-                gaps_ms=graph_ms - total_ms, bound_ms=(nbytes["weights"] + nbytes["kv"]) / 4.8e12 * 1e3,
+                gaps_ms=graph_ms - total_ms, bound_ms=(nbytes["weights"] + nbytes["kv"]) / hbm_bandwidth(device) * 1e3,
                 by_kind={k: dict(count=c, ms=us / 1e3) for k, (c, us) in sorted(by_kind.items(),
                                                                                 key=lambda kv: -kv[1][1])},
                 top=[dict(name=n[:120], count=c, ms=us / 1e3) for n, (c, us) in sorted(by_name.items(),
