@@ -10,8 +10,8 @@ import os
 import torch
 
 # %% auto #0
-__all__ = ['DIRECT_LAUNCH', 'DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'launch', 'add_rmsnorm', 'rmsnorm',
-           'rope_cache_write', 'decode_attention', 'silu_mul']
+__all__ = ['DIRECT_LAUNCH', 'DECODE_ATTENTION_TILE', 'interpreting', 'fused_available', 'launch_key', 'launch', 'add_rmsnorm',
+           'rmsnorm', 'rope_cache_write', 'decode_attention', 'silu_mul']
 
 # %% ../../nbs/01e_kernels.ipynb #95da6c05
 try:
@@ -32,28 +32,30 @@ def fused_available(device) -> bool:
 
 # %% ../../nbs/01e_kernels.ipynb #0c42f62e
 DIRECT_LAUNCH = True          # False: every launch through the JIT launcher
-_COMPILED: dict = {}          # specialization key → the compiled kernel
+_COMPILED: dict = {}          # launch key → the compiled kernel
 
-def _spec(a):
-    "What Triton specializes a launch on, for one argument."
-    if isinstance(a, torch.Tensor): return a.dtype, a.data_ptr() % 16 == 0
-    if isinstance(a, bool) or not isinstance(a, int): return type(a)
-    return a == 1, a % 16 == 0, -2**31 <= a < 2**31
+def launch_key(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> tuple:
+    """What a launch's compiled kernel depends on, at least as finely as Triton specializes it: kernel, device, grid rank,
+    warps, constexprs; each tensor's dtype and 16-byte alignment; every other argument itself, with its type (so values
+    that change at every step belong in tensors). One comprehension, no Python call per argument: it runs every launch."""
+    return (kernel, args[0].device.index, len(grid), num_warps, *constexprs.values(),
+            *[(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else (type(a), a) for a in args])
 
 # %% ../../nbs/01e_kernels.ipynb #2c8f1c72
 def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
-    """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (constexprs last, in signature order), directly once
-    compiled."""
-    dev = next(a for a in args if isinstance(a, torch.Tensor)).device
-    if not DIRECT_LAUNCH or dev.type != "cuda" or interpreting():
+    """`kernel[grid](*args, **constexprs, num_warps=num_warps)` (args[0] a tensor; constexprs last, in signature order).
+    On a CUDA device a key's first launch compiles it through the JIT launcher; later ones launch it directly."""
+    dev = args[0].device
+    if not DIRECT_LAUNCH or dev.type != "cuda":
         return kernel[grid](*args, **constexprs, num_warps=num_warps)
-    key = (kernel, dev.index, len(grid), num_warps, *constexprs.items(), *map(_spec, args))
+    key = launch_key(kernel, grid, args, constexprs, num_warps)
     compiled = _COMPILED.get(key)
     if compiled is None:
-        _COMPILED[key] = kernel[grid](*args, **constexprs, num_warps=num_warps)
+        compiled = kernel[grid](*args, **constexprs, num_warps=num_warps)
+        if not interpreting(): _COMPILED[key] = compiled        # the interpreter compiles nothing
         return
     g = (*grid, 1, 1)
-    compiled.run(g[0], g[1], g[2], torch.cuda.current_stream(dev).cuda_stream, compiled.function,
+    compiled.run(g[0], g[1], g[2], torch._C._cuda_getCurrentRawStream(dev.index), compiled.function,
                  compiled.packed_metadata, None, None, None, *args, *constexprs.values())
 
 # %% ../../nbs/01e_kernels.ipynb #19d7c315
