@@ -58,6 +58,15 @@ def launch(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int):
     compiled.run(g[0], g[1], g[2], torch._C._cuda_getCurrentRawStream(dev.index), compiled.function,
                  compiled.packed_metadata, None, None, None, *args, *constexprs.values())
 
+# %% ../../nbs/01e_kernels.ipynb #pow2ex01
+def _next_pow2(n: int) -> int:
+    "The smallest power of two ≥ n (n ≥ 1)."
+    return 1 << (n - 1).bit_length()
+
+def _cdiv(a: int, b: int) -> int:
+    "⌈a / b⌉ for integers."
+    return -(-a // b)
+
 # %% ../../nbs/01e_kernels.ipynb #19d7c315
 if triton is not None:
     @triton.jit
@@ -92,7 +101,7 @@ def add_rmsnorm(a: torch.Tensor, x: torch.Tensor | None, norm, then=None):
     y = torch.empty_like(a2)
     y2 = torch.empty_like(a2) if then is not None else y
     w2, eps2 = (then.weight, then.eps) if then is not None else (norm.weight, norm.eps)
-    BLOCK = triton.next_power_of_2(N)
+    BLOCK = _next_pow2(N)
     launch(_rmsnorm_kernel, (a2.shape[0],), (a2, x2, norm.weight, y, w2, y2, N, norm.eps, eps2),
            dict(HAS_ADD=x is not None, HAS_SECOND=then is not None, BLOCK=BLOCK), 8 if BLOCK >= 4096 else 4)
     return (y.view(shape), y2.view(shape)) if then is not None else y.view(shape)
@@ -155,7 +164,7 @@ def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool
     launch(_rope_cache_kernel, (B, H), (q, k, v, qb, kb, cos, sin, pos, out, k_plane, v_plane,
                                         q.stride(0), q.stride(2), k.stride(0), k.stride(2), v.stride(0), v.stride(2),
                                         k_plane.stride(0), k_plane.stride(1), k_plane.stride(2), H, KVH),
-           dict(D=D, HALF=D // 2, BLOCK_HALF=triton.next_power_of_2(D // 2), BLOCK_D=triton.next_power_of_2(D),
+           dict(D=D, HALF=D // 2, BLOCK_HALF=_next_pow2(D // 2), BLOCK_D=_next_pow2(D),
                 INTERLEAVED=interleaved, HAS_BIAS=has_bias), 1)
     return out
 
@@ -207,7 +216,7 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
     block_t, num_warps = block_t or DECODE_ATTENTION_TILE["block_t"], num_warps or DECODE_ATTENTION_TILE["num_warps"]
     B, H, D = q.shape
     KVH, T = k_plane.shape[1], k_plane.shape[2]
-    tiles, BLOCK_D = triton.cdiv(T, block_t), triton.next_power_of_2(D)
+    tiles, BLOCK_D = _cdiv(T, block_t), _next_pow2(D)
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
     launch(_attention_tile_kernel, (B, H, tiles),
@@ -215,7 +224,7 @@ def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
             k_plane.stride(2), H, H // KVH, D ** -0.5),
            dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
-    BLOCK_S = triton.next_power_of_2(tiles)
+    BLOCK_S = _next_pow2(tiles)
     launch(_attention_combine_kernel, (B * H,), (m, l, acc, out, tiles), dict(D=D, BLOCK_D=BLOCK_D, BLOCK_S=BLOCK_S),
            min(8, max(1, BLOCK_S // 16)))
     return out
@@ -239,6 +248,6 @@ def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     g2, u2 = gate.reshape(-1, N), up.reshape(-1, N)
     out = torch.empty(g2.shape[0], N, dtype=gate.dtype, device=gate.device)
     BLOCK = 1024
-    launch(_silu_mul_kernel, (g2.shape[0], triton.cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N),
+    launch(_silu_mul_kernel, (g2.shape[0], _cdiv(N, BLOCK)), (g2, u2, out, g2.stride(0), u2.stride(0), N),
            dict(BLOCK=BLOCK), 4)
     return out.view(*shape[:-1], N)
