@@ -35,9 +35,10 @@ DIRECT_LAUNCH = True          # False: every launch through the JIT launcher
 _COMPILED: dict = {}          # launch key → the compiled kernel
 
 def launch_key(kernel, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> tuple:
-    """What a launch's compiled kernel depends on, at least as finely as Triton specializes it: kernel, device, grid rank,
-    warps, constexprs; each tensor's dtype and 16-byte alignment; every other argument itself, with its type (so values
-    that change at every step belong in tensors). One comprehension, no Python call per argument: it runs every launch."""
+    """What a launch's compiled kernel depends on, at least as finely as Triton specializes it: kernel, device, grid
+    rank, warps, constexprs; each tensor's dtype and 16-byte alignment; every other argument itself, with its type (so
+    values that change at every step belong in tensors). One comprehension, no Python call per argument: it runs at
+    every launch."""
     return (kernel, args[0].device.index, len(grid), num_warps, *constexprs.values(),
             *[(a.dtype, a.data_ptr() % 16 == 0) if isinstance(a, torch.Tensor) else (type(a), a) for a in args])
 
