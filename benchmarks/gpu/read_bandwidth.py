@@ -1,6 +1,7 @@
 """How fast this GPU reads memory, against the maker's figure that the decode bound uses
-(looprl.bench.rollout.hbm_bandwidth): a read-only reduction, a device copy (read + write), one Huginn-0125 core layer's four products at B = 1 over weights of
-eight layers in turn (so no product finds its weights in L2), and the same products in one CUDA graph.
+(looprl.bench.rollout.hbm_bandwidth): a read-only reduction, a device copy (read + write), one Huginn-0125 core layer's
+four products at B = 1 over weights of eight layers in turn (so no product finds its weights in L2), and the same
+products in one CUDA graph.
 usage: python3 benchmarks/gpu/record.py json OUT.json 300 python3 benchmarks/gpu/read_bandwidth.py
 (prints one JSON object)"""
 import json, statistics
