@@ -6,7 +6,7 @@
 #   profile        every kernel of one eager step, plain and fused, B = 1 and 64    → $OUT/decode-profile-huginn-0125.json
 #   matmuls        cuBLAS bandwidth of each weight product of the step, and of a device copy → $OUT/matmuls-huginn-0125.json
 #   gemv-probe     a Triton GEMV against cuBLAS on the step's product shapes, B = 1..64 → $OUT/gemv-probe.json
-#   bandwidth      how fast the GPU reads (a reduction, a copy, one core layer's products at B = 1, eager and as a graph)
+#   bandwidth      how fast the GPU reads (a reduction, one core layer's products at B = 1, eager and as a graph)
 #                  against the maker's figure the bound uses (read_bandwidth.py)            → $OUT/read-bandwidth.json
 # The output streams, and is appended as it goes to $OUT/decode-speed-log.txt.
 [ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }

@@ -1,7 +1,7 @@
 """How fast this GPU reads memory, against the maker's figure that the decode bound uses
-(looprl.bench.rollout.hbm_bandwidth): a read-only reduction, a device copy (read + write), one Huginn-0125 core layer's
-four products at B = 1 over weights of eight layers in turn (so no product finds its weights in L2), and the same
-products in one CUDA graph.
+(looprl.bench.rollout.hbm_bandwidth): a read-only reduction (a copy's speed is `python -m looprl.bench matmuls`'s), one
+Huginn-0125 core layer's four products at B = 1 over weights of eight layers in turn (so no product finds its weights in
+L2), and the same products in one CUDA graph.
 usage: python3 benchmarks/gpu/record.py json OUT.json 300 python3 benchmarks/gpu/read_bandwidth.py
 (prints one JSON object)"""
 import json, statistics
@@ -37,17 +37,15 @@ def layer_products(E=5280, I=17920, H=55, D=96, layers=8, B=1):
 def main():
     nominal = hbm_bandwidth(dev)
     x = torch.randn(2**31, device=dev, dtype=torch.float16)           # 4 GiB
-    y = torch.empty_like(x)
     read = x.numel() * 2 / median_s(lambda: x.sum(dtype=torch.float32))
-    copy = 2 * x.numel() * 2 / median_s(lambda: y.copy_(x))
-    del x, y
+    del x
     run, nbytes = layer_products()
     eager = nbytes / median_s(run)
     g = torch.cuda.CUDAGraph()
     run(); torch.cuda.synchronize()
     with torch.cuda.graph(g): run()
     graph = nbytes / median_s(g.replay)
-    rows = dict(read_tb_s=read / 1e12, copy_tb_s=copy / 1e12, layer_products_tb_s=eager / 1e12,
+    rows = dict(read_tb_s=read / 1e12, layer_products_tb_s=eager / 1e12,
                 layer_products_graph_tb_s=graph / 1e12)
     print(json.dumps(dict(gpu=torch.cuda.get_device_name(dev), nominal_tb_s=nominal / 1e12, **rows,
                           **{k.replace("_tb_s", "_of_nominal"): v * 1e12 / nominal for k, v in rows.items()},
