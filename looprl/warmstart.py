@@ -28,7 +28,7 @@ from .make_tiny import check_output
 __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD',
            'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch',
            'answer_loss', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record',
-           'platform_record', 'build', 'main']
+           'platform_record', 'build', 'task_command_line', 'build_task_model', 'main_task_model', 'main']
 
 # %% ../nbs/05d_warmstart.ipynb #7fff0acc
 EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
@@ -203,14 +203,84 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
         (ck / WARMSTART_RECORD).write_text(json.dumps(rec, indent=1) + "\n")
     return rec
 
+# %% ../nbs/05d_warmstart.ipynb #wstask1c
+def task_command_line(out, preset: str, device: str, seed: int, splits_dir=None, max_steps=None,
+                      max_seconds=None) -> str:
+    "The command that rebuilds a task model with these settings."
+    cmd = f"python -m looprl.warmstart {out} --preset {preset} --device {device} --seed {seed}"
+    if splits_dir: cmd += f" --splits {splits_dir}"
+    if max_steps is not None: cmd += f" --max-steps {max_steps}"
+    return cmd + (f" --max-seconds {max_seconds:g}" if max_seconds is not None else "")
+
+def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 0, splits_dir=None,
+                     max_steps: int | None = None, max_seconds: float | None = None, evaluate_model: bool = True,
+                     log=None) -> dict:
+    "Splits, tokenizer, warm start, checkpoint and record of a task model, atomically at `out`."
+    from dataclasses import asdict
+    from looprl.run import task_model as tm
+    from looprl.bench import environment
+    out, p = check_output(out), tm.PRESETS[preset]
+    splits = tm.read_splits(splits_dir) if splits_dir else tm.task_splits(p)
+    tok = tm.train_tokenizer([r["prompt"] + r["label"] for r in splits["train"]], p.vocab_size)
+    t0 = time.perf_counter()
+    model, tl = tm.warm_start(p, splits, tok, device, seed, max_steps, max_seconds, log)
+    with atomic_dir(out, prefix=f".{out.name}.partial-") as ck:     # everything appears together, or nothing
+        save_checkpoint(model, ck, dtype=torch.float16, tokenizer=tok)
+        for name, doc in tm.tokenizer_files(tok, model.cfg.max_positions).items():
+            (ck / name).write_text(json.dumps(doc, indent=1) + "\n")
+        files, seeds = tm.write_splits(splits, ck / "splits"), dict(p.split_seeds)
+        rec = dict(command=task_command_line(out, preset, device, seed, splits_dir, max_steps, max_seconds),
+                   preset=preset, settings=asdict(p), seed=seed, device=device,
+                   **{k: v for k, v in tl.items() if k != "losses"}, losses_every_10=tl["losses"][::10],
+                   splits={n: dict(file=f"splits/{n}.jsonl", rows=len(r), seed=seeds[n],
+                                   sha256=file_sha256(files[n])) for n, r in splits.items()},
+                   disjoint_by_question=True, tokenizer=dict(tokens=tok.get_vocab_size(),
+                                                             sha256=file_sha256(ck / "tokenizer.json")),
+                   model_sha256=checkpoint_sha256(ck), weights_dtype="float16",
+                   environment=environment() | platform_record(torch.get_num_threads()), heldout=None)
+        if evaluate_model:
+            precision = "fp16" if torch.device(device).type == "cuda" else "fp32"
+            t1 = time.perf_counter()
+            r = evaluate_model(ck, files["heldout"], EvalSpec(seed=seed), precision=precision, device=device,
+                               max_batch=256)
+            rec["heldout"] = {k: v for k, v in r.items() if k not in ("model", "data")}
+            rec["heldout"]["eval_s"] = round(time.perf_counter() - t1, 1)
+        rec["total_s"] = round(time.perf_counter() - t0, 1)
+        (ck / WARMSTART_RECORD).write_text(json.dumps(rec, indent=1) + "\n")
+    return rec
+
+# %% ../nbs/05d_warmstart.ipynb #wstask3c
+def main_task_model(a, log):
+    "`python -m looprl.warmstart OUT --preset small|mid`: the task model's splits only, or the whole build."
+    from looprl.run import task_model as tm
+    if a.device not in ("cpu", "cuda"): raise UsageError(f"--device: cpu or cuda, got {a.device!r}")
+    if a.device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device here")
+    if a.max_steps is not None and a.max_steps < 1: raise UsageError(f"--max-steps must be ≥ 1, got {a.max_steps}")
+    if a.max_seconds is not None and not a.max_seconds > 0:
+        raise UsageError(f"--max-seconds must be > 0, got {a.max_seconds}")
+    if a.splits: tm.read_splits(a.splits)                # bad splits refused before any work
+    if a.write_splits:
+        files = tm.write_splits(tm.task_splits(tm.PRESETS[a.preset]), check_output(a.out))
+        return print(json.dumps({n: str(f) for n, f in files.items()}))
+    rec = build_task_model(a.out, a.preset, a.device, a.seed, a.splits, a.max_steps, a.max_seconds,
+                           evaluate_model=not a.no_evaluate, log=log)
+    print(json.dumps({k: v for k, v in rec.items() if k not in ("dev_curve", "losses_every_10", "settings")}))
+
 # %% ../nbs/05d_warmstart.ipynb #b39b2348
 def main(argv=None):
-    "Entry point of `python -m looprl.warmstart OUT`: warm-start a tiny model and save it with its record."
+    "Warm-start a model to start RL from (a tiny embedded one, or a task model of a preset) and save it with its record."
     ap = command_parser("warmstart", main.__doc__)
     ap.add_argument("out", help="output directory: must not exist, or be empty")
+    ap.add_argument("--preset", choices=("tiny", "small", "mid"), default="tiny",
+                    help="tiny: an embedded model of --family on the embedded arithmetic (default); small, mid: a "
+                         "Huginn-layout model with its own tokenizer on a reasoning-gym task")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (--preset small and mid; default cpu)")
+    ap.add_argument("--splits", metavar="DIR", help="read train/dev/heldout.jsonl from DIR instead of generating them")
+    ap.add_argument("--write-splits", action="store_true", help="only write the preset's splits into OUT")
+    ap.add_argument("--max-seconds", type=float, help="stop the supervised steps after this long (default: the preset's)")
     ap.add_argument("--family", default=default_family().name,
                     help=f"one of {', '.join(family_names())} (default {default_family().name})")
-    ap.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"supervised steps at most (default {MAX_STEPS})")
+    ap.add_argument("--max-steps", type=int, help=f"supervised steps at most (default {MAX_STEPS}, or the preset's)")
     ap.add_argument("--target-accuracy", type=float, default=TARGET,
                     help=f"stop at this dev greedy accuracy (default {TARGET})")
     ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")
@@ -219,12 +289,15 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=LR, help=f"learning rate after warm-up (default {LR:g})")
     ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
     a = ap.parse_args(argv)
+    log = lambda m: print(m, file=sys.stderr, flush=True)
     with refuse_bad_input("warmstart", a.out):
+        if a.preset != "tiny": return main_task_model(a, log)
+        a.max_steps = MAX_STEPS if a.max_steps is None else a.max_steps
         if a.max_steps < 1 or a.batch_size < 1:
             raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
         rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed,
                     a.batch_size, a.lr,
-                    evaluate_model=not a.no_evaluate, log=lambda m: print(m, file=sys.stderr, flush=True))
+                    evaluate_model=not a.no_evaluate, log=log)
     print(json.dumps({k: v for k, v in rec.items() if k != "dev_curve"}))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

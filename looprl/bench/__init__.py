@@ -109,6 +109,11 @@ def _measure_commands(sub) -> list:
     ln.add_argument("--eval-limit", type=int, default=128,
                     help="held-out questions per measurement with --exit-thresholds")
     ln.add_argument("--async", dest="async_", action="store_true", help="train with --async (looprl.run.pipeline)")
+    ln.add_argument("--preset", choices=("small", "mid"),
+                    help="warm-start this task model (looprl.run.task_model), then train it on its own splits")
+    ln.add_argument("--device", default="cpu", help="with --preset: cpu, or cuda")
+    ln.add_argument("--splits", metavar="DIR", help="with --preset: the warm start's splits, read from DIR")
+    ln.add_argument("--model", metavar="DIR", help="with --preset: a task model already warm-started")
     k = sub.add_parser("flow-kl")
     a = sub.add_parser("async",
                        help="the same run synchronous and with --async, in matched pairs (see "
@@ -194,6 +199,13 @@ def _measure_result(a) -> tuple[str, object]:
         return "learning_exits", bench_exit_learning(qs, int(a.seeds.split(",")[0]), a.workdir, a.eval_limit,
                                                      tuple(a.train_args.split()),
                                                      log=lambda m: print(m, file=sys.stderr, flush=True))
+    if a.cmd == "learning" and a.preset:
+        from looprl.bench.learning import bench_task_learning
+        if a.device not in ("cpu", "cuda"): raise UsageError(f"--device: cpu or cuda, got {a.device!r}")
+        return f"learning-{a.preset}-{a.device}", bench_task_learning(
+            a.preset, a.device, tuple(a.algorithms.split(",")), tuple(int(x) for x in a.seeds.split(",")),
+            a.workdir, tuple(a.train_args.split()) + ("--async",) * a.async_, a.splits, a.model,
+            log=lambda m: print(m, file=sys.stderr, flush=True))
     if a.cmd == "learning":
         from looprl.bench.learning import bench_learning
         return "learning", bench_learning(tuple(a.algorithms.split(",")),

@@ -12,8 +12,9 @@ from ..core.cli import UsageError
 from ..core.state import read_metrics
 
 # %% auto #0
-__all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'mechanisms', 'read_learning_run', 'learning_run',
-           'spread', 'summarize', 'bench_learning', 'exit_table', 'bench_exit_learning']
+__all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'PEAK_TFLOPS', 'TASK_TRAIN_ARGS', 'mechanisms',
+           'read_learning_run', 'learning_run', 'spread', 'summarize', 'bench_learning', 'exit_table',
+           'bench_exit_learning', 'peak_tflops', 'run_dynamics', 'bench_task_learning']
 
 # %% ../../nbs/06b_learning.ipynb #fa75683e
 MECHANISMS = {"clipfrac": "PPO ratio clip", "dppo_w_clipfrac": "DPPO correction clamped to [0.5, 2]",
@@ -144,3 +145,75 @@ def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str
              for u in read_metrics(out) if u["kind"] == "update" and "exit_depth_mean" in u]
     table = [dict(exit_threshold=b["exit_threshold"], before=b, after=a) for b, a in zip(before, after)]
     return dict(table=table, run=run, training_exit_depth=depth, limit=limit, train_args=list(args))
+
+# %% ../../nbs/06b_learning.ipynb #blmid02c
+PEAK_TFLOPS = {"H100": 989.0, "H200": 989.0}     # dense FP16/BF16 tensor-core peak of the card, TFLOP/s
+
+def peak_tflops(device: str) -> float | None:
+    "The dense FP16 peak of the GPU this process would use, when it is a card of `PEAK_TFLOPS`."
+    import torch
+    if device != "cuda" or not torch.cuda.is_available(): return None
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+def run_dynamics(run: Path, peak: float | None = None) -> list[dict]:
+    """Per update of a finished run: reward, parity (max, mean), rollout completion tokens/s, training tokens/s and
+    MFU (with `peak` TFLOP/s), checkpoint wait."""
+    from looprl.bench.train import model_flops_per_token
+    from looprl.model.config import load_config
+    from looprl.run.evaluation import policy_dir
+    ups = [u for u in read_metrics(run) if u["kind"] == "update"]
+    seqs = {u["update"]: [len(c["prompt_ids"]) + len(c["tokens"]) for c in json.loads(
+        (Path(run) / "rollouts" / f"update-{u['update']:06d}.json").read_text())["completions"]] for u in ups}
+    mean_seq = statistics.fmean(t for s in seqs.values() for t in s)
+    flops = model_flops_per_token(load_config(policy_dir(run)), round(mean_seq))
+    rows = []
+    for u in ups:
+        t, tokens = u["time"], sum(seqs[u["update"]])
+        rows.append(dict(update=u["update"], reward=u["reward_mean"], parity_max=u["parity_max"],
+                         parity_mean=u["parity_mean"], rollout_tokens_per_s=u["response_tokens"] / t["rollout_s"],
+                         train_tokens_per_s=tokens / t["train_s"],
+                         mfu=flops * tokens / t["train_s"] / (peak * 1e12) if peak else None,
+                         checkpoint_wait_s=t.get("checkpoint_wait_s", 0.0), update_s=sum(t.values())))
+    return rows
+
+# %% ../../nbs/06b_learning.ipynb #blmid03c
+TASK_TRAIN_ARGS = {"small": ("--updates", "60", "--eval-every", "30"),
+                   "mid": ("--updates", "120", "--eval-every", "40")}
+
+def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("grpo",), seeds=(42, 43, 44),
+                        workdir: str | None = None, train_args: tuple = (), splits: str | None = None,
+                        model: str | None = None, log=None) -> dict:
+    """Warm-start the `preset` task model (or take `model`), then each (algorithm, seed) run on its train split with
+    its held-out split, each in a fresh process; curves, per-update dynamics and the per-algorithm summary."""
+    from looprl.run.task_model import PRESETS, read_splits
+    if preset not in PRESETS: raise UsageError(f"--preset: one of {', '.join(PRESETS)}, got {preset!r}")
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"looprl-learning-{preset}-"))
+    if model is None:
+        model = root / f"{preset}-model"
+        if model.exists(): raise UsageError(f"--workdir: {model} exists; give --model {model} to start from it")
+        cmd = [sys.executable, "-m", "looprl.warmstart", str(model), "--preset", preset, "--device", device,
+               *(("--splits", str(splits)) if splits else ())]
+        if log: log("$ " + " ".join(cmd[1:]))
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        if r.returncode: raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}")
+    model = Path(model)
+    read_splits(model / "splits")                       # the held-out split shares no question with train or dev
+    ws = json.loads((model / "warmstart.json").read_text())
+    data = ("--model", str(model), "--data", str(model / "splits" / "train.jsonl"),
+            "--eval-data", str(model / "splits" / "heldout.jsonl"), "--device", device)
+    peak, runs = peak_tflops(device), []
+    for alg in algorithms:
+        for seed in seeds:
+            out = root / f"{alg}-{seed}"
+            run = learning_run(alg, seed, out, data + TASK_TRAIN_ARGS[preset] + tuple(train_args))
+            runs.append(run | dict(dynamics=run_dynamics(out, peak)))
+            if log:
+                h = run["heldout"]
+                log(f"{alg} seed {seed}: sampled {h[0]['sampled_accuracy']:.3f} → {h[-1]['sampled_accuracy']:.3f}, "
+                    f"greedy {h[0]['greedy_accuracy']:.3f} → {h[-1]['greedy_accuracy']:.3f}, {run['wall_s']:.0f} s")
+    keep = ("command", "steps", "stopped", "dev_curve", "train_s", "total_s", "params", "splits", "tokenizer",
+            "model_sha256", "heldout", "environment")
+    return dict(preset=preset, device=device, parameters=ws["params"], model=str(model),
+                warmstart={k: ws.get(k) for k in keep}, runs=runs, summary=summarize(runs),
+                time_budget_s=TIME_BUDGET_S, targets=TARGETS, train_args=list(TASK_TRAIN_ARGS[preset]) + list(train_args))
