@@ -186,6 +186,7 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
                         model: str | None = None, log=None) -> dict:
     """Warm-start the `preset` task model (or take `model`), then each (algorithm, seed) run on its train split with
     its held-out split, each in a fresh process; curves, per-update dynamics and the per-algorithm summary."""
+    from looprl.run.data import DataError
     from looprl.run.task_model import PRESETS, read_splits
     if preset not in PRESETS: raise UsageError(f"--preset: one of {', '.join(PRESETS)}, got {preset!r}")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"looprl-learning-{preset}-"))
@@ -198,7 +199,8 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
         r = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
         if r.returncode: raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}")
     model = Path(model)
-    read_splits(model / "splits")                       # the held-out split shares no question with train or dev
+    try: read_splits(model / "splits")                  # the held-out split shares no question with train or dev
+    except DataError as e: raise UsageError(f"--model {model}: {e}") from None
     ws = json.loads((model / "warmstart.json").read_text())
     data = ("--model", str(model), "--data", str(model / "splits" / "train.jsonl"),
             "--eval-data", str(model / "splits" / "heldout.jsonl"), "--device", device)

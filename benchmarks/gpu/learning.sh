@@ -1,0 +1,24 @@
+# The GPU's standard demonstration: the mid task model (looprl.run.task_model: Huginn's layout, width 1024, 2 + 4 × 8 + 2
+# layers, over 100M parameters, its own BPE tokenizer, reasoning-gym chain_sum) warm-started on the GPU, then improved by
+# RL with every looprl.train setting at its GPU default (FP16 with loss scale 128, CUDA graphs, compiled blocks), trainer
+# and engine on the one GPU; held-out accuracy before and after each run (python -m looprl.bench learning --preset mid).
+#   bash benchmarks/gpu/learning.sh                      → $OUT/learning-mid-cuda.json, $OUT/warmstart-mid.json
+# The GPU machine has no reasoning-gym: write the splits first where it is installed, and carry them:
+#   python -m looprl.warmstart runs/mid-splits --preset mid --write-splits
+# Settings: ALGORITHMS (default grpo), SEEDS (default 42), TRAIN_ARGS (extra looprl.train arguments), SPLITS (default
+# runs/mid-splits), MODEL (a mid model already warm-started: no warm start), BUDGET_S (default 570).
+[ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }
+[ $# -eq 0 ] || { echo "$0: takes no arguments (settings: ALGORITHMS, SEEDS, TRAIN_ARGS, SPLITS, MODEL, BUDGET_S)" >&2; exit 2; }
+source benchmarks/gpu/setup.sh
+SETTINGS="$SETTINGS ALGORITHMS SEEDS TRAIN_ARGS SPLITS MODEL"
+script_command "$@"
+main() {
+  local splits=${SPLITS:-runs/mid-splits} model=${MODEL:-}
+  [ -n "$model" ] || [ -f "$splits/heldout.jsonl" ] || { echo "$0: no splits in $splits (see the comment at the top)" >&2; return 2; }
+  bench learning-mid-cuda "${BUDGET_S:-570}" learning --preset mid --device cuda --algorithms "${ALGORITHMS:-grpo}" \
+    --seeds "${SEEDS:-42}" --workdir /tmp/looprl-learning-mid --train-args "${TRAIN_ARGS:-}" \
+    $([ -n "$model" ] && echo "--model $model" || echo "--splits $splits")
+  [ -f /tmp/looprl-learning-mid/mid-model/warmstart.json ] && cp /tmp/looprl-learning-mid/mid-model/warmstart.json "$OUT/warmstart-mid.json"
+  finish
+}
+logged learning main
