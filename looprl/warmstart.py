@@ -217,6 +217,7 @@ def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 
                      log=None) -> dict:
     "Splits, tokenizer, warm start, checkpoint and record of a task model, atomically at `out`."
     from dataclasses import asdict
+    from looprl.run.evaluation import evaluate_model as evaluate_checkpoint
     from looprl.run import task_model as tm
     from looprl.bench import environment
     out, p = check_output(out), tm.PRESETS[preset]
@@ -241,7 +242,7 @@ def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 
         if evaluate_model:
             precision = "fp16" if torch.device(device).type == "cuda" else "fp32"
             t1 = time.perf_counter()
-            r = evaluate_model(ck, files["heldout"], EvalSpec(seed=seed), precision=precision, device=device,
+            r = evaluate_checkpoint(ck, files["heldout"], EvalSpec(seed=seed), precision=precision, device=device,
                                max_batch=256)
             rec["heldout"] = {k: v for k, v in r.items() if k not in ("model", "data")}
             rec["heldout"]["eval_s"] = round(time.perf_counter() - t1, 1)

@@ -16,9 +16,9 @@ def one_line_refusal(r, says: str):
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    "A small task model after 10 supervised steps, and its directory."
+    "A small task model after 10 supervised steps, evaluated on its held-out split, and its directory."
     out = tmp_path_factory.mktemp("task") / "small"
-    r = warmstart(out, "--preset", "small", "--max-steps", "10", "--no-evaluate")
+    r = warmstart(out, "--preset", "small", "--max-steps", "10")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -31,25 +31,29 @@ def test_the_directory_is_a_checkpoint_with_its_tokenizer_splits_and_record(smal
             "splits", "warmstart.json"} <= names
     rec = json.loads((small / "warmstart.json").read_text())
     assert rec["command"] == f"python -m looprl.warmstart {small} --preset small --device cpu --seed 0 --max-steps 10"
+    h = rec["heldout"]
+    assert (h["questions"], h["samples"], h["precision"], h["device"]) == (256, 4, "fp32", "cpu")
     assert rec["model_sha256"] == checkpoint_sha256(small) and rec["steps"] == 10
     splits = read_splits(small / "splits")
     assert {n: len(r) for n, r in splits.items()} == dict(PRESETS["small"].splits)
     assert all(rec["splits"][n]["sha256"] == file_sha256(small / "splits" / f"{n}.jsonl") for n in splits)
     assert rec["environment"]["commit"] and rec["environment"]["torch"]
-    assert load_checkpoint(small).cfg.mean_recurrence == PRESETS["small"].recurrence
+    assert load_checkpoint(small).cfg.depth == PRESETS["small"].recurrence
 
 def test_the_same_command_rebuilds_the_same_model_on_the_cpu(small, tmp_path):
     r = warmstart(tmp_path / "again", "--preset", "small", "--max-steps", "10", "--no-evaluate",
                   "--splits", small / "splits")
     assert r.returncode == 0, r.stderr
     a, b = (json.loads((d / "warmstart.json").read_text()) for d in (small, tmp_path / "again"))
+    assert a["losses_every_10"][0] != a["final_loss"]                              # the steps changed the model
     assert a["model_sha256"] == b["model_sha256"] and a["tokenizer"] == b["tokenizer"]
     r = warmstart(tmp_path / "other", "--preset", "small", "--max-steps", "10", "--no-evaluate", "--seed", "1",
                   "--splits", small / "splits")                                  # the twin: another seed
     assert json.loads((tmp_path / "other" / "warmstart.json").read_text())["model_sha256"] != a["model_sha256"]
 
 def test_a_grpo_run_on_it_replays_exactly_on_the_cpu(small, tmp_path):
-    r = run_cli("looprl.train", "--algorithm", "grpo", "--model", small, "--data", small / "splits" / "train.jsonl",
+    "Parity 0 in FP32 on the CPU, on a run whose weights change (a reward that random weights vary on)."
+    r = run_cli("looprl.train", "--algorithm", "grpo", "--model", small, "--reward", "looprl.run.rewards:even_token_share", "--data", small / "splits" / "train.jsonl",
                 "--eval-data", small / "splits" / "heldout.jsonl", "--updates", "2", "--eval-limit", "8",
                 "--rollout-batch-size", "4", "--max-response-tokens", "6", "--output", tmp_path / "run", "--no-progress")
     assert r.returncode == 0, r.stderr
