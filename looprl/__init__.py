@@ -1,7 +1,7 @@
 """looprl: reinforcement learning on looped (depth-recurrent) language models.
 
-The package is laid out by layer, each importing only the layers below it: `core`, `model`, `rollout`, `training`
-and `run`. The modules at the top are the commands users type (`python -m looprl.train`, ...) and `testing`, the
+The package is laid out by layer, each importing only the layers below it: `core`, `model`, `rollout`, `training`,
+`tasks` and `run`. The modules at the top are the commands users type (`python -m looprl.train`, ...) and `testing`, the
 test oracles. A module's name from before that layout (`looprl.rewards`, `looprl.registry`, ...) still imports it."""
 __version__ = "0.1.0"
 
@@ -11,13 +11,15 @@ LAYERS = {"core": "atomic cli precision state digest gpu_digest",
           "model": "config registry models kernels latents hf megatron megatron_model families",
           "rollout": "sampling records exits publication engine vllm_engine vllm_plugin engines",
           "training": "objectives trainer distributed megatron_trainer",
-          "run": "options loop workers pipeline plan logs data tasks rewards"}
+          "run": "options loop workers pipeline plan logs", "tasks": "data rewards"}
 MOVED = {f"{__name__}.{m}": f"{__name__}.{layer}.{m}" for layer, ms in LAYERS.items() for m in ms.split()}
+MOVED |= {f"{__name__}.run.{m}": f"{__name__}.tasks.{m}" for m in "data tasks answers rewards reward_specs".split()}
 
 def moved_name(name: str) -> str | None:
     "The module's name in the layered package, for a name (or a submodule of a name) from before it; else None."
-    top = ".".join(name.split(".")[:2])
-    return MOVED[top] + name[len(top):] if top in MOVED else None
+    for top in (".".join(name.split(".")[:3]), ".".join(name.split(".")[:2])):
+        if top in MOVED: return MOVED[top] + name[len(top):]
+    return None
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     "Imports an old module name as the module itself (one object under both names); `python -m` runs it as __main__."

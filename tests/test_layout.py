@@ -76,12 +76,12 @@ def modules_reading(root: Path, text: str) -> list[str]:
         if any(c == text for c in consts): out.append(m)
     return out
 
-LAYERS = ("core", "model", "rollout", "training", "run")   # bottom to top; the commands and the face sit above them all
+LAYERS = ("core", "model", "rollout", "training", "tasks", "run")   # bottom to top; commands and face above
 COMMANDS = {"train", "compare", "eval", "plots", "verify", "inspect", "make_tiny", "warmstart", "bench"}
 FACE = {"testing"}                                          # with __init__: the package face (the test oracles are public)
 
 def layer_of(module: str) -> int:
-    "0 for core ... 4 for run; 5 for the package root, its commands and its face."
+    "0 for core ... 5 for run; 6 for the package root, its commands and its face."
     parts = module.split(".")
     return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
 
@@ -154,18 +154,20 @@ def test_no_line_is_over_120_characters():
     assert long_lines(PACKAGE) == []
 
 def test_names_from_before_the_layout_import_the_same_module():
-    "`looprl.rewards`, `looprl.families.huginn`, reward specs and `python -m looprl.data` keep working; the modules keep their own names."
+    "Old names (`looprl.rewards`, `looprl.run.data`, `looprl.families.huginn`, `python -m looprl.data`) import the modules."
     import looprl
     for old, new in looprl.MOVED.items():
         assert importlib.import_module(old) is importlib.import_module(new), old
-        assert importlib.import_module(new).__spec__.name == new, new        # importing the old name leaves the module's spec alone
+        assert importlib.import_module(new).__spec__.name == new, new        # the old name leaves the module's spec alone
     from looprl.families.huginn import FAMILY
-    from looprl.run.rewards import even_token_share
-    from looprl.run.reward_specs import load_reward
+    from looprl.tasks.rewards import even_token_share
+    from looprl.tasks.reward_specs import load_reward
     assert FAMILY.name == "huginn_raven" and load_reward("looprl.rewards:even_token_share") is even_token_share
-    r = subprocess.run([sys.executable, "-m", "looprl.data", "--help"], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert r.returncode == 0 and r.stdout.startswith("usage: python -m looprl.data"), r.stderr
+    for command in ("looprl.tasks.data", "looprl.data"):
+        r = subprocess.run([sys.executable, "-m", command, "--help"], capture_output=True, text=True, cwd=PACKAGE.parent)
+        assert r.returncode == 0 and r.stdout.startswith("usage: python -m looprl.tasks.data"), r.stderr
     # twin: without the face's finder the old names do not import
-    code = "import sys, looprl; sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, looprl.MovedModules)]; import looprl.rewards"
+    code = ("import sys, looprl; sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, looprl.MovedModules)]; "
+            "import looprl.rewards")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert r.returncode != 0 and "No module named 'looprl.rewards'" in r.stderr, r.stderr

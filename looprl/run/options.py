@@ -12,9 +12,10 @@ from pathlib import Path
 from fastcore.basics import patch
 from fastcore.docments import docments
 from ..core.cli import UsageError
+from ..core.state import upgrade_reward_spec
 from ..training.settings import TrainSettings, TRAIN_CHOICES
-from .reward_specs import DEFAULT_REWARD
-from .data import EMBEDDED_DATA, HELDOUT_DATA
+from ..tasks.reward_specs import DEFAULT_REWARD
+from ..tasks.data import EMBEDDED_DATA, HELDOUT_DATA
 from ..model.registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
@@ -364,11 +365,12 @@ NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_
 
 # %% ../../nbs/04f_options.ipynb #b5b97eea
 def stored_options(output: str) -> dict:
-    "The flat settings a run stored in its run.json."
+    "The flat settings a run stored in its run.json (a built-in reward by its module's name today)."
     f = Path(output) / "run.json"
     if not f.exists(): raise UsageError(f"--resume: {output} is not a looprl run directory (no run.json)")
-    try: return json.loads(f.read_text())["options"]
+    try: stored = json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
+    return {**stored, "reward": upgrade_reward_spec(stored["reward"])} if "reward" in stored else stored
 
 # %% ../../nbs/04f_options.ipynb #47b6b4d2
 def options_for_resume(output: str, given: dict) -> RunOptions:

@@ -17,8 +17,8 @@ from ..model.latents import environment_fingerprint
 from ..model.megatron import check_backend
 from ..rollout.exits import exit_contract
 from ..rollout.engines import engine_class
-from .data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
-from .reward_specs import load_reward, reward_identity
+from ..tasks.data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
+from ..tasks.reward_specs import load_reward, reward_identity
 from .options import RunOptions, check
 from ..training.settings import TrainSettings
 
