@@ -155,6 +155,30 @@ def test_no_module_is_over_400_lines():
 def test_no_line_is_over_120_characters():
     assert long_lines(PACKAGE) == []
 
+def imports_within(root: Path, module: str, layer: str) -> list[str]:
+    "The modules of `layer` (say `pkg.run`) that `module` imports, at any depth."
+    return sorted({t for t, _ in imports(root)[module] if t.startswith(layer + ".")
+                   and t != module})
+
+def test_the_options_check_catches_an_import_from_above(tmp_path):
+    options = "from .logs import X\ndef f():\n    from .workers import T\n"
+    root = make_package(tmp_path, {"__init__.py": "", "run/__init__.py": "", "run/logs.py": "",
+                                   "run/options.py": options, "run/workers.py": ""})
+    assert imports_within(root, "pkg.run.options", "pkg.run") == ["pkg.run.logs", "pkg.run.workers"]
+
+def test_the_settings_sit_at_the_bottom_of_the_run_layer():
+    "`looprl.run.options` imports no worker, placement or pipeline: of its layer, only the logs."
+    assert imports_within(PACKAGE, "looprl.run.options", "looprl.run") == ["looprl.run.logs"]
+
+def test_each_placement_rule_is_stated_in_the_placement_module():
+    "A rule's message is written once, in `looprl.run.placement`; `prepare` checks from there."
+    nccl = ("--transport nccl: needs --device cuda and Ray placing the workers on two GPUs "
+            "(not --workers local)")
+    assert modules_reading(PACKAGE, nccl) == ["looprl.run.placement"]
+    rule = ("looprl.run.placement", "placement_refusal")
+    users = [m for m, pairs in imports(PACKAGE).items() if rule in pairs]
+    assert users == ["looprl.run.prepare"], users          # and Placement, in the module itself
+
 def moved(name: str, old: set[str]) -> bool:
     "Whether module `name` is, or lies under, one of the `old` module names."
     return any(name == o or name.startswith(o + ".") for o in old)

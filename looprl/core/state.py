@@ -257,13 +257,15 @@ def latest_policy(run: Path) -> Path | None:
     return d
 
 # %% ../../nbs/00g_state.ipynb #3e0a7d12
-RENAMED_REWARD_MODULES = {"looprl.rewards": "looprl.tasks.rewards", "looprl.run.rewards": "looprl.tasks.rewards"}
+RENAMED_REWARD_MODULES = {"looprl.rewards": "looprl.tasks.rewards",       # before the layers
+                          "looprl.run.rewards": "looprl.tasks.rewards"}   # before the tasks layer
 
 def upgrade_reward_spec(spec):
     "Reward `spec` as this version names it: a built-in reward's module by its name today."
     if not isinstance(spec, str): return spec
     module, sep, function = spec.rpartition(":")
-    return f"{RENAMED_REWARD_MODULES[module]}:{function}" if sep and module in RENAMED_REWARD_MODULES else spec
+    if not sep or module not in RENAMED_REWARD_MODULES: return spec
+    return f"{RENAMED_REWARD_MODULES[module]}:{function}"
 
 # %% ../../nbs/00g_state.ipynb #7475a2ae
 def upgrade_contract(c):
@@ -271,10 +273,11 @@ def upgrade_contract(c):
     the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
     before --full-backprop existed, no family had a gradient schedule to turn off (False); before --compile-blocks and
     --recompute-every, blocks ran eagerly and recompute covered every block; before --replay, the replay used the
-    engine's arithmetic; before the tasks layer, the built-in rewards lived in modules of other names."""
+    engine's arithmetic; before the tasks layer, the built-in rewards' module had other names."""
     if not isinstance(c, dict): return c
     if isinstance(c.get("reward"), dict) and "spec" in c["reward"]:
-        c = {**c, "reward": {**c["reward"], "spec": upgrade_reward_spec(c["reward"]["spec"])}}
+        spec = upgrade_reward_spec(c["reward"]["spec"])
+        c = {**c, "reward": {**c["reward"], "spec": spec}}
     c = {"engine": "native", "async": False, **c}
     if isinstance(c.get("settings"), dict):
         kept = {k: v for k, v in c["settings"].items() if k != "temperature"}

@@ -1,1 +1,1 @@
-"The run layer: settings, the update loop, workers and transports, plans, checkpoints, evaluation and logs."
+"The run layer: settings, the update loop, workers and transports, plans, checkpoints, evaluation, logs."

@@ -1,1 +1,2 @@
-"The tasks layer: prompt and message rows, task generators, answer extraction, rewards and how a run names its reward."
+"""The tasks layer: prompt and message rows, task generators, answer extraction, rewards, and how a
+run names its reward."""
