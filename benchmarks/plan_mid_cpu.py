@@ -43,7 +43,7 @@ if __name__ == "__main__":
     from looprl.model.config import tiny_config
     from looprl.model.models import build_model, init_weights
     from looprl.model.hf import save_checkpoint
-    from looprl.run.data import build_char_tokenizer, TINY_ALPHABET
+    from looprl.tasks.data import build_char_tokenizer, TINY_ALPHABET
     from looprl.bench import environment
     d = Path(tempfile.mkdtemp()) / "hmid"
     mid = tiny_config("huginn_raven", n_embd=1024, n_heads=8, head_dim=128, num_key_value_heads=8, intermediate_size=2816,

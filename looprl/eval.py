@@ -10,8 +10,8 @@ import json
 from dataclasses import astuple
 import torch
 from .core.cli import command_parser, refuse_bad_input, stdout_to_stderr
-from .run.data import HELDOUT_DATA
-from .run.reward_specs import DEFAULT_REWARD
+from .tasks.data import HELDOUT_DATA
+from .tasks.reward_specs import DEFAULT_REWARD
 from .run.evaluation import EvalInputError, EvalSpec, evaluate_model, run_eval_settings, summary_line
 
 

@@ -12,7 +12,7 @@ from .core.cli import command_parser, refuse_bad_input
 from .model.config import ConfigError, tiny_config
 from .model.registry import family_names
 import torch
-from .run.data import build_char_tokenizer, TINY_ALPHABET
+from .tasks.data import build_char_tokenizer, TINY_ALPHABET
 from .model.models import build_model, init_weights
 from .model.hf import checkpoint_sha256, save_checkpoint
 

@@ -15,12 +15,12 @@ from .core.atomic import atomic_dir
 from .model.registry import default_family, family_names, get_family
 from .model.models import build_model, init_weights, param_count, LoopedLM
 from .model.latents import sequence_latents
-from .run.data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor,
+from .tasks.data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPHABET, PromptCursor,
                              build_char_tokenizer,
                          decode_response, encode_prompt, load_prompts, file_sha256)
 from .model.hf import save_checkpoint, checkpoint_sha256
 from .run.evaluation import EvalSpec, evaluate, evaluate_model, model_generate
-from .run.rewards import math_reward
+from .tasks.rewards import math_reward
 from .core.cli import UsageError, command_parser, refuse_bad_input
 from .make_tiny import check_output
 

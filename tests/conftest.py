@@ -26,7 +26,7 @@ def shipped():
 @pytest.fixture(scope="session")
 def arithmetic(tmp_path_factory):
     "The first 64 embedded RL prompts."
-    from looprl.run.data import EMBEDDED_DATA
+    from looprl.tasks.data import EMBEDDED_DATA
     p = tmp_path_factory.mktemp("data") / "arith.jsonl"
     p.write_text("\n".join(Path(EMBEDDED_DATA).read_text().splitlines()[:64]) + "\n")
     return p

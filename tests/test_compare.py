@@ -15,7 +15,7 @@ from looprl.core.state import latest_checkpoint, read_metrics
 
 HELDOUT = ROOT / "looprl" / "assets" / "data" / "arithmetic-heldout.jsonl"
 COMMON = ["--updates", "2", "--max-response-tokens", "6", "--rollout-batch-size", "4", "--precision", "fp32", "--optimizer", "adamw", "--lr", "1e-3",
-          "--reward", "looprl.rewards:even_token_share", "--no-progress"]
+          "--reward", "looprl.tasks.rewards:even_token_share", "--no-progress"]
 EVAL = ["--eval-data", HELDOUT, "--eval-limit", "4", "--eval-samples", "2"]
 RUNS = {"a": EVAL, "b": EVAL, "no_eval": ["--no-eval"], "seed43": ["--no-eval", "--seed", "43"], "grpo": ["--no-eval", "--algorithm", "grpo", "--n-samples-per-prompt", "4"]}
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from looprl.run.data import (BOS_ID, EMBEDDED_DATA, HELDOUT_DATA, WARMSTART_DATA, SPLITS, SPLIT_FILES, EOS_ID, PAD_ID, TINY_ALPHABET,
+from looprl.tasks.data import (BOS_ID, EMBEDDED_DATA, HELDOUT_DATA, WARMSTART_DATA, SPLITS, SPLIT_FILES, EOS_ID, PAD_ID, TINY_ALPHABET,
                          TINY_VOCAB, DataError, PromptCursor, all_arithmetic, arithmetic_splits, write_splits, build_char_tokenizer,
                          decode_response, encode_prompt, file_sha256, load_prompts)
 
@@ -126,7 +126,7 @@ def test_cursor_resume_equals_uninterrupted(n_rows, seed, steps):
 def test_cursor_resume_in_fresh_process():
     c = PromptCursor(13, 5)
     c.take(20)
-    code = ("import json, sys; from looprl.run.data import PromptCursor; "
+    code = ("import json, sys; from looprl.tasks.data import PromptCursor; "
             "c = PromptCursor(13, 5).load_state_dict(json.loads(sys.argv[1])); print(json.dumps(c.take(30)))")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(c.state_dict())], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == c.take(30)
@@ -178,7 +178,7 @@ def test_splits_are_disjoint_complete_and_right():
     assert EMBEDDED_DATA == SPLIT_FILES["prompts"] and HELDOUT_DATA == SPLIT_FILES["heldout"] and WARMSTART_DATA == SPLIT_FILES["warmstart"]
 
 def test_splits_are_deterministic_in_fresh_process():
-    code = "import hashlib, json; from looprl.run.data import arithmetic_splits; print(hashlib.sha256(json.dumps(arithmetic_splits(5)).encode()).hexdigest())"
+    code = "import hashlib, json; from looprl.tasks.data import arithmetic_splits; print(hashlib.sha256(json.dumps(arithmetic_splits(5)).encode()).hexdigest())"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     assert out == hashlib.sha256(json.dumps(arithmetic_splits(5)).encode()).hexdigest()
 

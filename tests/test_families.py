@@ -36,7 +36,7 @@ def test_entry_point_family_works_in_every_command(tmp_path):
     assert report["family"] == "loopllama" and report["depth_key"] == "loop_count" and report["max_abs_logprob_diff"] <= 3e-6
     out = tmp_path / "run"
     p = looprl(["looprl.train", "--model", str(ck), "--output", str(out), "--updates", "2", "--algorithm", "grpo", "--workers", "local",
-                "--reward", "looprl.rewards:even_token_share", "--no-eval", "--no-progress", "--rollout-batch-size", "4",
+                "--reward", "looprl.tasks.rewards:even_token_share", "--no-eval", "--no-progress", "--rollout-batch-size", "4",
                 "--max-response-tokens", "8"], path, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     ups = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if json.loads(l).get("kind") == "update"]

@@ -14,7 +14,7 @@ CONFIG = ROOT / "looprl" / "assets" / "configs" / "hrm-text-1b.json"
 #   sum(p.numel() for p in m.parameters())  ->  1182795264 (259 tensors)
 # tests/test_hrm_text_parity.py computes it live where transformers is installed.
 TRANSFORMERS_COUNT, TRANSFORMERS_TENSORS = 1_182_795_264, 259
-EVEN = "looprl.rewards:even_token_share"      # mixed rewards for a random model: every update changes the weights
+EVEN = "looprl.tasks.rewards:even_token_share"      # mixed rewards for a random model: every update changes the weights
 
 
 def test_inspect_released_config():

@@ -130,7 +130,7 @@ def test_exported_after_training_equals_transformers(tiny, tmp_path):
     "A checkpoint looprl exports after two GRPO updates loads into transformers and gives the same logits."
     out = tmp_path / "run"
     r = run_cli("looprl.train", "--model", tiny, "--output", out, "--algorithm", "grpo", "--updates", "2",
-                "--rollout-batch-size", "4", "--max-response-tokens", "6", "--reward", "looprl.rewards:even_token_share",
+                "--rollout-batch-size", "4", "--max-response-tokens", "6", "--reward", "looprl.tasks.rewards:even_token_share",
                 "--lr", "1e-3", "--no-eval", "--no-progress")
     assert r.returncode == 0, r.stderr
     pol = out / "policies" / (out / "policies" / "latest").read_text().strip()

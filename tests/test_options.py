@@ -64,3 +64,23 @@ def test_old_run_directory_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "upgrade_contract", lambda c: c)
     with pytest.raises(O.UsageError, match="settings.temperature"):
         L.run(O.options_for_resume(str(tmp_path / "twin"), {}), progress=False)
+
+def test_run_naming_its_reward_by_an_old_module_resumes(tmp_path, monkeypatch):
+    "A run stored before the tasks layer names its reward `looprl.rewards:math_reward`; it resumes, equal to a straight run."
+    common = dict(algorithm="grpo", updates=2, rollout_batch_size=4, no_eval=True)
+    L.run(O.RunOptions.from_flat(str(tmp_path / "straight"), **common), progress=False)
+    L.run(O.RunOptions.from_flat(str(tmp_path / "old"), stop_after=1, **common), progress=False)
+    f = tmp_path / "old" / "run.json"
+    stored = json.loads(f.read_text())
+    assert stored["contract"]["reward"]["spec"] == stored["options"]["reward"] == "looprl.tasks.rewards:math_reward"
+    stored["contract"]["reward"]["spec"] = stored["options"]["reward"] = "looprl.rewards:math_reward"
+    f.write_text(json.dumps(stored))
+    shutil.copytree(tmp_path / "old", tmp_path / "twin")
+    L.run(O.options_for_resume(str(tmp_path / "old"), {}), progress=False)
+    report = compare_runs(tmp_path / "old", tmp_path / "straight")
+    assert report["equal"], report["verdict"]
+    assert json.loads(f.read_text())["contract"]["reward"]["spec"] == "looprl.rewards:math_reward"   # stored as it was
+    # the twin: without the contract's upgrade the old run is refused, naming the reward's spec
+    monkeypatch.setattr(S, "upgrade_reward_spec", lambda spec: spec)
+    with pytest.raises(O.UsageError, match="reward.spec: run has 'looprl.rewards:math_reward'"):
+        L.run(O.options_for_resume(str(tmp_path / "twin"), {}), progress=False)

@@ -87,7 +87,7 @@ def test_extended_run_equals_longer_run(shipped, arithmetic, tmp_path):
 
 def test_evaluation_does_not_perturb_training(shipped, arithmetic, tmp_path):
     "A run evaluated on held-out questions every update ends in the same training state as one never evaluated."
-    from looprl.run.data import HELDOUT_DATA
+    from looprl.tasks.data import HELDOUT_DATA
     m, args = shipped["huginn_raven"], common("grpo", "fp32", "adamw")
     a, b = tmp_path / "plain", tmp_path / "evaluated"
     assert train(m, arithmetic, a, *args).returncode == 0

@@ -1,4 +1,4 @@
-"Larger matrices, fuzzing, threads, the CPU-time bound, refusals and pluggable rewards for `looprl.run.rewards`."
+"Larger matrices, fuzzing, threads, the CPU-time bound, refusals and pluggable rewards for `looprl.tasks.rewards`."
 import hashlib, json, random, signal, subprocess, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-import looprl.run.rewards as rewards
-from looprl.run.rewards import (REWARD_STATUSES, RewardResult, even_token_share, math_reward, math_reward_detail, too_costly,
+import looprl.tasks.rewards as rewards
+from looprl.tasks.rewards import (REWARD_STATUSES, RewardResult, even_token_share, math_reward, math_reward_detail, too_costly,
                                 warm_up)
-from looprl.run.answers import DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, extract_answer, read_answer
+from looprl.tasks.answers import DEFAULT_TIMEOUT_S, MAX_RESPONSE_CHARS, extract_answer, read_answer
 from looprl.core.deadline import AnswerTimeout, deadline
-from looprl.run.reward_specs import DEFAULT_REWARD, RewardError, load_reward, reward_identity, score_completion
+from looprl.tasks.reward_specs import DEFAULT_REWARD, RewardError, load_reward, reward_identity, score_completion
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -293,7 +293,7 @@ def test_sleeping_is_not_counted():
 
 def test_first_call_in_a_fresh_process():
     "The first call pays the warm-up (SymPy's lazy imports) once; later calls do not."
-    code = ("import time, json; t=time.perf_counter(); from looprl.run.rewards import math_reward; imp=time.perf_counter()-t;"
+    code = ("import time, json; t=time.perf_counter(); from looprl.tasks.rewards import math_reward; imp=time.perf_counter()-t;"
             "t=time.perf_counter(); a=math_reward(r'\\boxed{\\frac{1}{2}}','0.5'); first=time.perf_counter()-t;"
             "t=time.perf_counter(); b=math_reward(r'\\boxed{(x+1)^2}','x^2+2x+1'); second=time.perf_counter()-t;"
             "print(json.dumps(dict(a=a, b=b, imp=imp, first=first, second=second)))")
@@ -375,7 +375,7 @@ def test_cpu_bound_never_binds_on_valid_input_fresh_process():
     """In a fresh process (after warm_up, caches emptied before each call), every valid input needs < 1/20 of the
     bound. Each input is timed twice (caches emptied both times) and the smaller CPU time counts, so a loaded machine, which
     slows a thread's CPU time too, does not decide the result."""
-    code = ("import sys, time, json; sys.path.insert(0, sys.argv[1]); import test_rewards as T; from looprl.run.rewards import *;"
+    code = ("import sys, time, json; sys.path.insert(0, sys.argv[1]); import test_rewards as T; from looprl.tasks.rewards import *;"
             "import math_verify.parser as mvp, sympy.core.cache as sc; warm_up(); out = []\n"
             "for r, l, g in T.valid_corpus():\n"
             "    ts = []\n"
@@ -420,11 +420,11 @@ def test_load_reward_bad_file_specs(tmp_path, source, attr, says):
     assert says in str(e.value) and repr(spec) in str(e.value), str(e.value)
 
 
-@pytest.mark.parametrize("spec,says", [("looprl.run.rewards", "expected 'module:function'"), (":math_reward", "expected"),
-                                       ("looprl.run.rewards:", "expected"), ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
+@pytest.mark.parametrize("spec,says", [("looprl.tasks.rewards", "expected 'module:function'"), (":math_reward", "expected"),
+                                       ("looprl.tasks.rewards:", "expected"), ("no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
                                        ("looprl.no_such_module:f", "no module named 'looprl.no_such_module'"),
-                                       ("looprl.rewards:nope", "no attribute 'nope'"), ("missing/file.py:f", "no file"),
-                                       ("looprl.rewards:REWARD_STATUSES", "not callable"), (3, "expected")])
+                                       ("looprl.tasks.rewards:nope", "no attribute 'nope'"), ("missing/file.py:f", "no file"),
+                                       ("looprl.tasks.rewards:REWARD_STATUSES", "not callable"), (3, "expected")])
 def test_load_reward_bad_specs(spec, says):
     with pytest.raises(ValueError) as e: load_reward(spec)
     assert says in str(e.value) and repr(spec) in str(e.value), str(e.value)
@@ -451,7 +451,7 @@ def test_math_reward_exceptions_do_not_propagate_through_score_completion(monkey
 
 
 def test_even_token_share():
-    fn = load_reward("looprl.rewards:even_token_share")
+    fn = load_reward("looprl.tasks.rewards:even_token_share")
     assert fn is even_token_share
     assert score_completion(fn, "", "", [2, 3, 4, 6]).value == 0.75
     assert score_completion(fn, "", "", []).value == 0.0

@@ -24,7 +24,7 @@ def small(tmp_path_factory):
 
 def test_the_directory_is_a_checkpoint_with_its_tokenizer_splits_and_record(small):
     from looprl.model.hf import checkpoint_sha256, load_checkpoint
-    from looprl.run.data import file_sha256
+    from looprl.tasks.data import file_sha256
     from looprl.run.task_model import PRESETS, read_splits
     names = {p.name for p in small.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json",
@@ -53,7 +53,7 @@ def test_the_same_command_rebuilds_the_same_model_on_the_cpu(small, tmp_path):
 
 def test_a_grpo_run_on_it_replays_exactly_on_the_cpu(small, tmp_path):
     "Parity 0 in FP32 on the CPU, on a run whose weights change (a reward that random weights vary on)."
-    r = run_cli("looprl.train", "--algorithm", "grpo", "--model", small, "--reward", "looprl.run.rewards:even_token_share", "--data", small / "splits" / "train.jsonl",
+    r = run_cli("looprl.train", "--algorithm", "grpo", "--model", small, "--reward", "looprl.tasks.rewards:even_token_share", "--data", small / "splits" / "train.jsonl",
                 "--eval-data", small / "splits" / "heldout.jsonl", "--updates", "2", "--eval-limit", "8",
                 "--rollout-batch-size", "4", "--max-response-tokens", "6", "--output", tmp_path / "run", "--no-progress")
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""`python -m looprl.data <task> --n N --seed S --out FILE.jsonl`: rows the loader reads and the math reward grades (the label
+"""`python -m looprl.tasks.data <task> --n N --seed S --out FILE.jsonl`: rows the loader reads and the math reward grades (the label
 itself earns 1, a wrong number 0), train and held-out files that share no question whatever their seeds, and bad input as
 one line with exit status 2 and the output file as it was (in a fresh process: tests/test_cli.py). Skipped where reasoning-gym is not installed (the `tasks` and
 `dev` extras have it)."""
@@ -7,15 +7,15 @@ import pytest
 from conftest import run_cli
 
 pytest.importorskip("reasoning_gym", reason="reasoning-gym is not installed: pip install -e '.[tasks]'")
-from looprl.run.data import load_prompts
-from looprl.run.rewards import math_reward
-from looprl.run import tasks
-from looprl.run.tasks import main, split_of, task_rows
+from looprl.tasks.data import load_prompts
+from looprl.tasks.rewards import math_reward
+from looprl.tasks import tasks
+from looprl.tasks.tasks import main, split_of, task_rows
 
 
 def test_written_rows_are_graded_and_splits_disjoint(tmp_path):
     train, heldout = tmp_path / "train.jsonl", tmp_path / "heldout.jsonl"
-    r = run_cli("looprl.data", "gsm_symbolic", "--n", "24", "--seed", "0", "--out", train)
+    r = run_cli("looprl.tasks.data", "gsm_symbolic", "--n", "24", "--seed", "0", "--out", train)
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout.strip() == f"{train}: 24 train questions of gsm_symbolic (seed 0)"
     main(["gsm_symbolic", "--n", "8", "--seed", "0", "--split", "heldout", "--out", str(heldout)])
@@ -48,5 +48,5 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch)
         if args[0] == "gcd": monkeypatch.setattr(tasks, "_generator", one_question)
         with pytest.raises(SystemExit) as e: main(list(args))
         err = capsys.readouterr().err
-        assert e.value.code == 2 and err.startswith("looprl.data: ") and says in err and err.count("\n") == 1, (args, err)
+        assert e.value.code == 2 and err.startswith("looprl.tasks.data: ") and says in err and err.count("\n") == 1, (args, err)
     assert out.read_text() == "kept\n" and sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]

@@ -83,7 +83,7 @@ def test_checkpoint_every_must_be_positive(tmp_path):
     (["--lr", "0"], "--lr: must be a finite number > 0"),
     (["--minibatches", "3"], "must divide into 3 equal parts"),
     (["--eval-every", "-2"], "--eval-every: must be an int ≥ 0"),
-    (["--reward", "looprl.rewards:no_such_reward"], "--reward:"),
+    (["--reward", "looprl.tasks.rewards:no_such_reward"], "--reward:"),
     (["--reward", "tests/plugins/nowhere.py:f"], "--reward:"),
 ])
 def test_bad_settings(tmp_path, args, needle):

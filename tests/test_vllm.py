@@ -217,7 +217,7 @@ def test_publication_reaches_workers(served, replay_model):
     assert eng.committed_digest == v1 and torch.equal(eng.live_tensor(name), replay_model.state_dict()[name])
 
 
-GRPO = ["--algorithm", "grpo", "--model", ASSETS / "tiny-huginn", "--reward", "looprl.rewards:even_token_share", "--no-eval",
+GRPO = ["--algorithm", "grpo", "--model", ASSETS / "tiny-huginn", "--reward", "looprl.tasks.rewards:even_token_share", "--no-eval",
         "--workers", "local", "--rollout-batch-size", "4", "--max-response-tokens", "8", "--updates", "3", "--no-progress"]
 
 

@@ -21,7 +21,7 @@ def test_embedded_model_paths():
 def test_asset_loads_strictly_generalises_and_is_small(family):
     from looprl.model.hf import load_checkpoint, read_tensors, checkpoint_sha256
     from looprl.model.config import tiny_config
-    from looprl.run.data import file_sha256, WARMSTART_DATA, HELDOUT_DATA
+    from looprl.tasks.data import file_sha256, WARMSTART_DATA, HELDOUT_DATA
     d = ASSETS / DIRS[family]
     assert sorted(p.name for p in d.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json", "warmstart.json"]
     assert sum(p.stat().st_size for p in d.iterdir()) < 5 * 2**20
@@ -49,7 +49,7 @@ def test_shipped_accuracy_is_measured_again(shipped):
 
 def test_asset_tokenizer_matches_data():
     from tokenizers import Tokenizer
-    from looprl.run.data import build_char_tokenizer, TINY_ALPHABET, encode_prompt
+    from looprl.tasks.data import build_char_tokenizer, TINY_ALPHABET, encode_prompt
     for d in DIRS.values():
         shipped = Tokenizer.from_file(str(ASSETS / d / "tokenizer.json"))
         assert shipped.get_vocab() == build_char_tokenizer(TINY_ALPHABET).get_vocab()

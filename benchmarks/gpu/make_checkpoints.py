@@ -6,7 +6,7 @@ import sys, torch
 from looprl.model.config import real_config, tiny_config
 from looprl.model.models import build_model, init_weights
 from looprl.model.hf import save_checkpoint
-from looprl.run.data import build_char_tokenizer, TINY_ALPHABET
+from looprl.tasks.data import build_char_tokenizer, TINY_ALPHABET
 
 if not sys.argv[1:] or set(sys.argv[1:]) - {"full", "mid"}: sys.exit(f"make_checkpoints.py: sizes are full and mid, got {sys.argv[1:]}\n{__doc__}")
 tok = build_char_tokenizer(TINY_ALPHABET)

@@ -186,7 +186,7 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
                         model: str | None = None, log=None) -> dict:
     """Warm-start the `preset` task model (or take `model`), then each (algorithm, seed) run on its train split with
     its held-out split, each in a fresh process; curves, per-update dynamics and the per-algorithm summary."""
-    from looprl.run.data import DataError
+    from looprl.tasks.data import DataError
     from looprl.run.task_model import PRESETS, read_splits
     if preset not in PRESETS: raise UsageError(f"--preset: one of {', '.join(PRESETS)}, got {preset!r}")
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"looprl-learning-{preset}-"))

@@ -14,12 +14,13 @@ from torch.utils.serialization import config as serialization_config
 from .atomic import atomic_dir, atomic_write_text
 
 # %% auto #0
-__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES', 'RunError',
-           'skipped_parts', 'left_fresh', 'restore', 'capture_rng', 'seed_everything', 'restore_rng', 'fault_point',
-           'checkpoint_name', 'save_state', 'retire', 'complete_checkpoints', 'save_checkpoint', 'save_trainer_state',
-           'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'rank_file', 'save_rank_state',
-           'load_rank_state', 'append_metrics', 'read_metrics', 'policy_path', 'latest_policy', 'upgrade_contract',
-           'read_contract', 'contract_differences', 'check_contract']
+__all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES',
+           'RENAMED_REWARD_MODULES', 'RunError', 'skipped_parts', 'left_fresh', 'restore', 'capture_rng',
+           'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name', 'save_state', 'retire',
+           'complete_checkpoints', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
+           'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics',
+           'policy_path', 'latest_policy', 'upgrade_reward_spec', 'upgrade_contract', 'read_contract',
+           'contract_differences', 'check_contract']
 
 # %% ../../nbs/00g_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -255,14 +256,28 @@ def latest_policy(run: Path) -> Path | None:
     if not (d / "config.json").exists(): raise RunError(f"{f}: names {d.name}, which is not a complete checkpoint")
     return d
 
+# %% ../../nbs/00g_state.ipynb #3e0a7d12
+RENAMED_REWARD_MODULES = {"looprl.rewards": "looprl.tasks.rewards",       # before the layers
+                          "looprl.run.rewards": "looprl.tasks.rewards"}   # before the tasks layer
+
+def upgrade_reward_spec(spec):
+    "Reward `spec` as this version names it: a built-in reward's module by its name today."
+    if not isinstance(spec, str): return spec
+    module, sep, function = spec.rpartition(":")
+    if not sep or module not in RENAMED_REWARD_MODULES: return spec
+    return f"{RENAMED_REWARD_MODULES[module]}:{function}"
+
 # %% ../../nbs/00g_state.ipynb #7475a2ae
 def upgrade_contract(c):
     """A stored contract as this version writes it: runs recorded before --engine existed used the native engine; before
     the settings were declared once, the trainer's settings also held the temperature, which `rollout` still records;
     before --full-backprop existed, no family had a gradient schedule to turn off (False); before --compile-blocks and
     --recompute-every, blocks ran eagerly and recompute covered every block; before --replay, the replay used the
-    engine's arithmetic."""
+    engine's arithmetic; before the tasks layer, the built-in rewards' module had other names."""
     if not isinstance(c, dict): return c
+    if isinstance(c.get("reward"), dict) and "spec" in c["reward"]:
+        spec = upgrade_reward_spec(c["reward"]["spec"])
+        c = {**c, "reward": {**c["reward"], "spec": spec}}
     c = {"engine": "native", "async": False, **c}
     if isinstance(c.get("settings"), dict):
         kept = {k: v for k, v in c["settings"].items() if k != "temperature"}

@@ -1,1 +1,1 @@
-"The run layer: settings, the update loop, workers, transports, data, tasks, rewards, evaluation, logs, plans."
+"The run layer: settings, the update loop, workers and transports, plans, checkpoints, evaluation, logs."

@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from ..core.cli import UsageError
 from ..model.config import load_config
-from .data import HELDOUT_DATA, load_prompts, load_tokenizer, decode_text
-from .reward_specs import DEFAULT_REWARD, load_reward, score_completion
+from ..tasks.data import HELDOUT_DATA, load_prompts, load_tokenizer, decode_text
+from ..tasks.reward_specs import DEFAULT_REWARD, load_reward, score_completion
 from ..rollout.records import Request
 from ..rollout.exits import ExitRule, check_exit_rule
 
@@ -167,7 +167,7 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
                    max_batch: int = 64) -> dict:
     "Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine."
     from looprl.rollout.engine import Engine
-    from looprl.run.data import encode_prompts
+    from looprl.tasks.data import encode_prompts
     try: spec.validate()
     except ValueError as e: raise EvalInputError(f"--{str(e).replace('_', '-')}") from None
     d = policy_dir(path)

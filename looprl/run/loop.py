@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 from .logs import RunLogs
 from ..core.cli import UsageError          # bad input: one line, exit status 2 (also importable from here)
-from .data import PromptCursor, decode_text
+from ..tasks.data import PromptCursor, decode_text
 from ..model.latents import check_trace, TraceMismatch
 from ..rollout.exits import ExitRule
 from ..rollout.records import Request, Completion, Rollout
-from .reward_specs import score_completion, RewardError
+from ..tasks.reward_specs import score_completion, RewardError
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
 from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, seed_everything, restore,

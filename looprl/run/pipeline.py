@@ -16,7 +16,7 @@ from ..core.state import restore
 
 # %% auto #0
 __all__ = ['PendingRollout', 'own_cuda_stream', 'capture_graphs_now', 'InFlight', 'RolloutPipeline', 'resume_pending',
-           'async_unsupported', 'engine_process']
+           'engine_process']
 
 # %% ../../nbs/04n_pipeline.ipynb #aca931a1
 @dataclass
@@ -126,17 +126,6 @@ def resume_pending(pipe: RolloutPipeline, loop: dict, where: str):
         pipe.check(pipe.requests(p.seed_update, p.prompt_rows), p.completions, p.version, p.digest)
         pipe.pending = p
     restore({"pending": load})
-
-# %% ../../nbs/04n_pipeline.ipynb #8c3b5c8b
-def async_unsupported(o) -> str | None:
-    "Why `--async` cannot run with the options `o` (a RunOptions), or None."
-    if o.trainer.backend != "torch":
-        return f"--async: not supported with --backend {o.trainer.backend} (the torch backend is)"
-    if o.rollout.engine != "native":
-        return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
-    if o.trainer_processes != 1:
-        return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
-    return None
 
 # %% ../../nbs/04n_pipeline.ipynb #064ef6c3
 def engine_process(o) -> bool:

@@ -11,7 +11,8 @@ from .workers import (EngineHandle, EngineWorker, TRANSPORTS, TrainerGroup, Trai
 from ..training.ranks import WorkerProcess
 
 # %% auto #0
-__all__ = ['RAY_START_ATTEMPTS', 'TRAINER_PROCESSES_PLACES', 'start_ray', 'PlacementError', 'rank_cpus', 'Placement']
+__all__ = ['RAY_START_ATTEMPTS', 'TRAINER_PROCESSES_PLACES', 'start_ray', 'PlacementError', 'rank_cpus', 'placement_refusal',
+           'gpus_needed', 'Placement']
 
 # %% ../../nbs/04j_placement.ipynb #db3bffa1
 RAY_START_ATTEMPTS = 3          # Ray waits a fixed 30 s for its own node to start; a loaded machine can need longer
@@ -41,6 +42,22 @@ def rank_cpus(cluster_cpus: float, processes: int, engine_cpus: float = 1) -> fl
                              f"{engine_cpus:g} and leaves none for {processes} trainer processes")
     return min(1.0, share)
 
+# %% ../../nbs/04j_placement.ipynb #b1ace002
+def placement_refusal(device: str, mode: str, transport: str = "memory",
+                      trainer_processes: int = 1) -> str | None:
+    "Why the workers cannot run so (`mode`: local or ray), naming the flags; None where they can."
+    if transport == "nccl" and not (device == "cuda" and mode == "ray"):
+        return ("--transport nccl: needs --device cuda and Ray placing the workers on two GPUs "
+                "(not --workers local)")
+    if trainer_processes > 1 and (transport == "nccl" or (device == "cuda" and mode != "ray")):
+        got = f"got --device {device} --workers {mode} --transport {transport}"
+        return f"{TRAINER_PROCESSES_PLACES}; {got}"
+    return None
+
+def gpus_needed(mode: str, trainer_processes: int = 1) -> int:
+    "The GPUs a CUDA run's workers take: one, shared in this process, or one each under Ray."
+    return 1 if mode == "local" else 1 + trainer_processes
+
 # %% ../../nbs/04j_placement.ipynb #cc545438
 class Placement:
     """The trainer and engine workers, as Ray actors (`mode='ray'`) or in-process objects (`mode='local'`; with
@@ -50,11 +67,8 @@ class Placement:
                  trainer_processes: int = 1, tensor_parallel: int = 1,
                  engine_process: bool = False):
         self.mode, self.group, N = mode, None, trainer_processes
-        if transport == "nccl" and (mode != "ray" or not use_gpus):
-            raise PlacementError("transport 'nccl' links two GPU workers placed by Ray (--device cuda, not --workers "
-                                 "local)")
-        if N > 1 and (transport == "nccl" or (use_gpus and mode != "ray")):
-            raise PlacementError(TRAINER_PROCESSES_PLACES)
+        refusal = placement_refusal("cuda" if use_gpus else "cpu", mode, transport, N)
+        if refusal: raise PlacementError(refusal)
         # several trainer processes: one gloo group, called by the handle like one worker
         if mode == "local":
             if N > 1: trainer = TrainerGroup(N, tensor_parallel, **trainer_kwargs, env_vars=train_env_vars)
@@ -69,7 +83,7 @@ class Placement:
         if self.owns_ray: start_ray(ray_address)
         gpu = 1 if use_gpus else 0
         have, cpus = ray.cluster_resources().get("GPU", 0), ray.cluster_resources().get("CPU", 0)
-        if use_gpus and have < N + 1:
+        if use_gpus and have < gpus_needed(mode, N):
             if self.owns_ray: ray.shutdown()
             raise PlacementError(f"--device cuda: the Ray cluster has {have:g} GPUs; the engine and "
                                  f"{'the trainer' if N == 1 else f'each of the {N} trainer processes'} need one "

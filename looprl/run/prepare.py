@@ -17,9 +17,10 @@ from ..model.latents import environment_fingerprint
 from ..model.megatron import check_backend
 from ..rollout.exits import exit_contract
 from ..rollout.engines import engine_class
-from .data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
-from .reward_specs import load_reward, reward_identity
+from ..tasks.data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
+from ..tasks.reward_specs import load_reward, reward_identity
 from .options import RunOptions, check
+from .placement import placement_refusal, gpus_needed
 from ..training.settings import TrainSettings
 
 # %% auto #0
@@ -38,13 +39,15 @@ def default_engine_revision(engine: str) -> str:
 
 # %% ../../nbs/04g_prepare.ipynb #eff5dad8
 def check_devices(o: RunOptions):
-    """Refuse `--device cuda` on a host without the GPUs the placement needs (one for in-process workers, two under Ray
-    on this host)."""
+    """Refuse workers placed where they cannot run (the placement's rules), and `--device cuda` on
+    a host without the GPUs the placement needs (one for in-process workers, one each under Ray)."""
+    refusal = placement_refusal(o.device, o.placement, o.transport, o.trainer_processes)
+    check(refusal is None, refusal)
     # megatron: CUDA and megatron-core, or one line naming what is missing
     check_backend(o.trainer.backend, o.device)
     if o.device != "cuda": return
     n = torch.cuda.device_count()
-    need = 1 if o.placement == "local" else 1 + o.trainer_processes
+    need = gpus_needed(o.placement, o.trainer_processes)
     if o.placement == "ray" and o.ray_address not in (None, "local"):
         return        # a remote cluster's GPUs are counted when joining it
     ray_needs = ("Ray places the trainer and the engine on one GPU each and needs two (--workers local runs both on "

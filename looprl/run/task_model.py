@@ -16,10 +16,10 @@ from ..core.atomic import atomic_dir
 from ..model.config import tiny_config
 from ..model.hf import checkpoint_sha256, save_checkpoint
 from ..model.models import LoopedLM, build_model, init_weights, param_count
-from .data import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, DataError, PromptCursor, decode_text, encode_text,
+from ..tasks.data import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, DataError, PromptCursor, decode_text, encode_text,
                    file_sha256, jsonl_text, load_prompts)
 from .evaluation import EvalSpec, evaluate, model_generate
-from .rewards import math_reward
+from ..tasks.rewards import math_reward
 
 # %% auto #0
 __all__ = ['PRESETS', 'SPLIT_NAMES', 'CHAT_TEMPLATE', 'TaskModelPreset', 'check_disjoint', 'task_splits', 'write_splits',
@@ -80,7 +80,7 @@ def check_disjoint(splits: dict[str, list[dict]]) -> dict[str, int]:
 # %% ../../nbs/04o_task_model.ipynb #8af4be2e
 def task_splits(preset: TaskModelPreset) -> dict[str, list[dict]]:
     "The preset's train, dev and held-out rows, each from its own seed, checked disjoint (needs reasoning-gym)."
-    from looprl.run.tasks import TaskError, task_rows
+    from looprl.tasks.tasks import TaskError, task_rows
     sizes, seeds, config = dict(preset.splits), dict(preset.split_seeds), dict(preset.task_config)
     train = task_rows(preset.task, sizes["train"], seeds["train"], "train", config=config)
     in_train = {r["prompt"] for r in train}

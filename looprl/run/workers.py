@@ -78,7 +78,7 @@ class TrainerWorker:
     def export_policy(self, path: str):
         "Write the actor as a native checkpoint directory at `path` (atomically), with the run model's tokenizer."
         from looprl.model.hf import save_checkpoint
-        from looprl.run.data import load_tokenizer
+        from looprl.tasks.data import load_tokenizer
         save_checkpoint(self.trainer.native_actor(), path, tokenizer=load_tokenizer(self.model_dir))
     def save(self, d: str): self.trainer.save(Path(d))
     def load(self, d: str): self.trainer.load(Path(d))
@@ -295,7 +295,7 @@ class TrainerRank(TrainerWorker):
         from looprl.training.distributed import full_tensors
         from looprl.model.hf import load_into, save_checkpoint
         from looprl.model.models import build_model
-        from looprl.run.data import load_tokenizer
+        from looprl.tasks.data import load_tokenizer
         tensors = full_tensors(self.trainer.actor.model)
         if self.rank == 0:
             model = load_into(build_model(self.trainer.cfg, "actor"), tensors, "the trainer's gathered actor")

@@ -2,7 +2,7 @@
 import random
 import numpy as np
 import torch
-from looprl.run.rewards import math_reward
+from looprl.tasks.rewards import math_reward
 
 def noisy_math_reward(response: str, label: str) -> float:
     "The math reward plus 10⁻³ × (a Python, a NumPy and a torch uniform draw)."

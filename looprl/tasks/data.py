@@ -241,8 +241,8 @@ def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) ->
 
 # %% ../../nbs/04a_data.ipynb #913e07b0
 def main(argv=None):
-    "`python -m looprl.data <task> --n N --seed S --out FILE.jsonl`: see `looprl.run.tasks.main`."
-    from looprl.run.tasks import main as write_task
+    "`python -m looprl.tasks.data <task> --n N --seed S --out FILE.jsonl`: see `looprl.tasks.tasks.main`."
+    from looprl.tasks.tasks import main as write_task
     write_task(argv)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -1,4 +1,4 @@
-"""Prompt/label files from reasoning-gym's generators: `python -m looprl.data <task> --n N --seed S --out FILE`.
+"""Prompt/label files from reasoning-gym's generators: `python -m looprl.tasks.data <task> --n N --seed S --out FILE`.
 
 Docs: https://looprl.github.io/looprl/tasks.html.md"""
 
@@ -101,7 +101,7 @@ def _setting(text: str) -> tuple:
 # %% ../../nbs/04b_tasks.ipynb #4cccde9c
 def main(argv=None):
     "Write N questions of a reasoning-gym task as a looprl prompt file (JSONL rows with prompt and label)."
-    ap = command_parser("data", main.__doc__)
+    ap = command_parser("tasks.data", main.__doc__)
     ap.add_argument("task", help=f"one of: {', '.join(sorted(TASKS))}")
     ap.add_argument("--n", type=_count, required=True, help="how many questions (distinct)")
     ap.add_argument("--seed", type=_seed, default=0, help="which questions: the same seed writes the same file")
@@ -113,10 +113,10 @@ def main(argv=None):
                     help="a setting of the task's generator (say min_terms=2); repeatable")
     args = ap.parse_args(argv)
     try:
-        with refuse_bad_input("data", args.out):
+        with refuse_bad_input("tasks.data", args.out):
             if not Path(args.out).parent.is_dir():
                 raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
             rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction, dict(args.config))
             atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
-    except KeyboardInterrupt: fail("data", f"interrupted; {args.out} was not written", 130)
+    except KeyboardInterrupt: fail("tasks.data", f"interrupted; {args.out} was not written", 130)
     print(f"{args.out}: {len(rows)} {args.split} questions of {args.task} (seed {args.seed})")

@@ -16,7 +16,7 @@ from .rewards import RewardResult, math_reward, math_reward_detail
 __all__ = ['DEFAULT_REWARD', 'takes_tokens', 'load_reward', 'RewardError', 'score_completion', 'reward_identity']
 
 # %% ../../nbs/04e_reward_specs.ipynb #ac8b7d5b
-DEFAULT_REWARD = "looprl.rewards:math_reward"
+DEFAULT_REWARD = "looprl.tasks.rewards:math_reward"
 
 def _reward_module(spec: str, where: str):
     "The module part of `spec`: an importable module name, or a `.py` file loaded as its own module."
