@@ -269,7 +269,7 @@ def main_task_model(a, log):
 
 # %% ../nbs/05d_warmstart.ipynb #b39b2348
 def main(argv=None):
-    "Warm-start a model to start RL from (a tiny embedded one, or a task model of a preset) and save it with its record."
+    "Warm-start a model to start RL from (an embedded tiny one, or a task model) and save it with its record."
     ap = command_parser("warmstart", main.__doc__)
     ap.add_argument("out", help="output directory: must not exist, or be empty")
     ap.add_argument("--preset", choices=("tiny", "small", "mid"), default="tiny",
@@ -278,7 +278,8 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu", help="cpu, or cuda (--preset small and mid; default cpu)")
     ap.add_argument("--splits", metavar="DIR", help="read train/dev/heldout.jsonl from DIR instead of generating them")
     ap.add_argument("--write-splits", action="store_true", help="only write the preset's splits into OUT")
-    ap.add_argument("--max-seconds", type=float, help="stop the supervised steps after this long (default: the preset's)")
+    ap.add_argument("--max-seconds", type=float,
+                    help="stop the supervised steps after this long (default: the preset's)")
     ap.add_argument("--family", default=default_family().name,
                     help=f"one of {', '.join(family_names())} (default {default_family().name})")
     ap.add_argument("--max-steps", type=int, help=f"supervised steps at most (default {MAX_STEPS}, or the preset's)")

@@ -218,4 +218,5 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
             "model_sha256", "heldout", "environment")
     return dict(preset=preset, device=device, parameters=ws["params"], model=str(model),
                 warmstart={k: ws.get(k) for k in keep}, runs=runs, summary=summarize(runs),
-                time_budget_s=TIME_BUDGET_S, targets=TARGETS, train_args=list(TASK_TRAIN_ARGS[preset]) + list(train_args))
+                time_budget_s=TIME_BUDGET_S, targets=TARGETS,
+                train_args=list(TASK_TRAIN_ARGS[preset]) + list(train_args))

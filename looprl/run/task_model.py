@@ -1,4 +1,4 @@
-"""`python -m looprl.warmstart OUT --preset mid --device cuda`: a looped model in Huginn's layout, its own subword tokenizer and a reasoning-gym task's splits, warm-started until it solves some of the task.
+"""A looped model in Huginn's layout with its own tokenizer, warm-started on a reasoning-gym task.
 
 Docs: https://looprl.github.io/looprl/task_model.html.md"""
 
@@ -14,6 +14,7 @@ import torch, torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from ..core.atomic import atomic_dir
 from ..model.config import tiny_config
+from ..model.families.huginn import FAMILY as HUGINN
 from ..model.hf import checkpoint_sha256, save_checkpoint
 from ..model.models import LoopedLM, build_model, init_weights, param_count
 from ..tasks.data import (BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, DataError, PromptCursor, decode_text, encode_text,
@@ -51,7 +52,7 @@ class TaskModelPreset:
     def config(self, vocab: int):
         "The model's LoopedConfig for a tokenizer of `vocab` tokens."
         v = 64 * math.ceil(vocab / 64)
-        return tiny_config("huginn_raven", n_embd=self.n_embd, n_heads=self.n_heads,
+        return tiny_config(HUGINN.name, n_embd=self.n_embd, n_heads=self.n_heads,
                            head_dim=self.n_embd // self.n_heads, num_key_value_heads=self.n_heads,
                            intermediate_size=self.intermediate_size, vocab_size=v, padded_vocab_size=v,
                            block_size=self.block_size, mean_recurrence=self.recurrence,
@@ -131,11 +132,11 @@ CHAT_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if message['rol
 
 def tokenizer_files(tok: Tokenizer, max_positions: int) -> dict[str, dict]:
     "`tokenizer_config.json` and `generation_config.json` for `tok`, as file name → JSON object."
-    special = {i: dict(content=t, lstrip=False, normalized=False, rstrip=False, single_word=False, special=True)
+    special = {str(i): dict(content=t, lstrip=False, normalized=False, rstrip=False, single_word=False, special=True)
                for i, t in enumerate(SPECIAL_TOKENS)}
     return {"tokenizer_config.json": dict(tokenizer_class="PreTrainedTokenizerFast", pad_token="<pad>",
                                           bos_token="<bos>", eos_token="<eos>", model_max_length=max_positions,
-                                          add_bos_token=True, added_tokens_decoder={str(i): s for i, s in special.items()},
+                                          add_bos_token=True, added_tokens_decoder=special,
                                           chat_template=CHAT_TEMPLATE),
             "generation_config.json": dict(bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID)}
 
