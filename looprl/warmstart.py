@@ -26,9 +26,9 @@ from .make_tiny import check_output
 
 # %% auto #0
 __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD',
-           'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch',
-           'answer_loss', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record',
-           'platform_record', 'build', 'task_command_line', 'build_task_model', 'main_task_model', 'main']
+           'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch', 'lr_at',
+           'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record', 'platform_record', 'build',
+           'task_command_line', 'build_task_model', 'main_task_model', 'main']
 
 # %% ../nbs/05d_warmstart.ipynb #7fff0acc
 EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
@@ -58,24 +58,12 @@ def example_seed(seed: int, step: int, index: int, domain: str = "train") -> int
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
 # %% ../nbs/05d_warmstart.ipynb #f44b33a2
-def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], model: LoopedLM):
-    "(ids [B,S], targets [B,S] with -100 off the response, latents [B,S,E] in FP32 or None) for `examples`."
-    S = max(len(ids) for ids, _ in examples)
-    ids = torch.full((len(examples), S), PAD_ID, dtype=torch.int64)
-    tgt = torch.full((len(examples), S), -100, dtype=torch.int64)
-    for b, (x, n) in enumerate(examples):
-        ids[b, :len(x)] = torch.tensor(x)
-        tgt[b, n - 1:len(x) - 1] = torch.tensor(x[n:])
-    # the initial states the model declares
-    lat = model.sequence_states(seeds, [S] * len(seeds), torch.float32, "cpu")
-    return ids, tgt, lat
+from .run.task_model import answer_loss, supervised_batch
 
-def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
-    "Mean cross-entropy of the response tokens under teacher forcing."
-    # PrefixLM: the prompt both ways
-    kw = dict(prompt_lens=(tgt != -100).int().argmax(1) + 1) if model.prefix_lm else {}
-    logits = model.logits(model(ids, latents=lat, **kw))
-    return F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), ignore_index=-100)
+def make_batch(examples: list[tuple[list[int], int]], seeds: list[int], model: LoopedLM):
+    """(ids [B,S], targets [B,S] with -100 off the response, latents [B,S,E] in FP32 or None) for `examples`, on the
+    CPU (`looprl.run.task_model.supervised_batch`)."""
+    return supervised_batch(examples, seeds, model, "cpu")
 
 # %% ../nbs/05d_warmstart.ipynb #1716dadb
 BATCH_SIZE, LR, WARMUP, INIT_STD, MAX_STEPS, TARGET, CHECK_EVERY = 64, 1e-3, 100, 0.02, 3000, 0.5, 50

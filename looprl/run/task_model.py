@@ -167,8 +167,10 @@ def supervised_batch(examples: list[tuple[list[int], int]], seeds: list[int], mo
 
 def answer_loss(model: LoopedLM, ids, tgt, lat) -> torch.Tensor:
     "Mean cross-entropy of the answer tokens under teacher forcing (BF16 autocast on a GPU)."
+    # PrefixLM (HRM-Text): the prompt attended both ways
+    kw = dict(prompt_lens=(tgt != -100).int().argmax(1) + 1) if model.prefix_lm else {}
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=ids.device.type == "cuda"):
-        logits = model.logits(model(ids, latents=lat))
+        logits = model.logits(model(ids, latents=lat, **kw))
     return F.cross_entropy(logits.float().flatten(0, 1), tgt.flatten(), ignore_index=-100)
 
 # %% ../../nbs/04o_task_model.ipynb #2941125f
