@@ -85,10 +85,14 @@ def task_splits(preset: TaskModelPreset) -> dict[str, list[dict]]:
     sizes, seeds, config = dict(preset.splits), dict(preset.split_seeds), dict(preset.task_config)
     train = task_rows(preset.task, sizes["train"], seeds["train"], "train", config=config)
     in_train = {r["prompt"] for r in train}
-    pool = task_rows(preset.task, 4 * sizes["dev"], seeds["dev"], "train", config=config)
-    dev = [r | dict(split="dev") for r in pool if r["prompt"] not in in_train][:sizes["dev"]]
+    dev = []
+    for draw in (4, 16, 64):          # draw more from the dev seed while too many questions are in train
+        try: pool = task_rows(preset.task, draw * sizes["dev"], seeds["dev"], "train", config=config)
+        except TaskError: break
+        dev = [r | dict(split="dev") for r in pool if r["prompt"] not in in_train][:sizes["dev"]]
+        if len(dev) == sizes["dev"]: break
     if len(dev) < sizes["dev"]:
-        raise TaskError(f"{preset.task}: only {len(dev)} dev questions outside the train split; ask for fewer")
+        raise TaskError(f"{preset.task}: too few dev questions outside the train split; ask for fewer")
     splits = dict(train=train, dev=dev, heldout=task_rows(preset.task, sizes["heldout"], seeds["heldout"], "heldout",
                                                           config=config))
     check_disjoint(splits)
