@@ -19,6 +19,9 @@ main() {
     --seeds "${SEEDS:-42}" --workdir /tmp/looprl-learning-mid --train-args "${TRAIN_ARGS:-}" \
     $([ -n "$model" ] && echo "--model $model" || echo "--splits $splits")
   [ -f /tmp/looprl-learning-mid/mid-model/warmstart.json ] && cp /tmp/looprl-learning-mid/mid-model/warmstart.json "$OUT/warmstart-mid.json"
+  for m in /tmp/looprl-learning-mid/*/metrics.jsonl; do     # each run's metrics, also when the benchmark ran out of time
+    [ -f "$m" ] && cp "$m" "$OUT/metrics-$(basename "$(dirname "$m")").jsonl"
+  done
   finish
 }
 logged learning main
