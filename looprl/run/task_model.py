@@ -60,9 +60,9 @@ class TaskModelPreset:
 
 PRESETS = {
     "small": TaskModelPreset(n_embd=128, n_heads=4, intermediate_size=256, recurrence=4, vocab_size=384,
-                             task_config=(("min_terms", 2), ("max_terms", 2), ("min_digits", 1), ("max_digits", 2)),
-                             splits=(("train", 6000), ("dev", 128), ("heldout", 256)),
-                             batch_size=64, lr=1e-3, max_steps=1200, max_seconds=240.0, check_every=100),
+                             task_config=(("min_terms", 2), ("max_terms", 3), ("min_digits", 1), ("max_digits", 1)),
+                             splits=(("train", 3000), ("dev", 128), ("heldout", 256)), batch_size=64, lr=2e-3,
+                             warmup=50, max_steps=1500, max_seconds=300.0, target=0.4, check_every=50),
     "mid": TaskModelPreset(n_embd=1024, n_heads=8, intermediate_size=2816, recurrence=8),
 }
 
