@@ -21,7 +21,9 @@ def environment() -> dict:
     commit = os.environ.get("LOOPRL_COMMIT")       # set where the tree was copied without its history (the GPU machine)
     if not commit:
         try:
-            r = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], capture_output=True, text=True, timeout=5)
+            import looprl          # the commit of the looprl that ran, wherever the command ran from
+            r = subprocess.run(["git", "-C", str(Path(looprl.__file__).resolve().parent), "rev-parse", "--verify", "HEAD"],
+                               capture_output=True, text=True, timeout=5)
             commit = r.stdout.strip() if r.returncode == 0 else None
         except Exception: commit = None
     gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
