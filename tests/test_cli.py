@@ -15,7 +15,7 @@ CASES = {
     "plots":     (lambda t: [t / "run", "--out", t / "f", "--no-such-flag"], lambda t: [t / "nowhere", "--out", t / "f"], "not a looprl run directory"),
     "bench":     (lambda t: ["digest", "--no-such-flag"], lambda t: ["phases", "--model", t / "nowhere", "--workdir", t / "w"],
                   "phases: --model"),
-    "data":      (lambda t: ["chain_sum", "--n", "4", "--out", t / "out", "--no-such-flag"], lambda t: ["sudoku", "--n", "4", "--out", t / "out"],
+    "tasks.data": (lambda t: ["chain_sum", "--n", "4", "--out", t / "out", "--no-such-flag"], lambda t: ["sudoku", "--n", "4", "--out", t / "out"],
                   "unknown task 'sudoku'; one of: aiw,"),
     "train":     (lambda t: ["--output", t / "out", "--no-such-flag"], lambda t: ["--output", t / "out", "--updates", "3", "--stop-after", "3"],
                   "--stop-after"),

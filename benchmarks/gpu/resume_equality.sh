@@ -1,6 +1,6 @@
 # Resume equality on runs that learn. Per case: 3 updates uninterrupted (eager decode) against --stop-after 2 (CUDA graphs)
 # then --resume in a fresh process, compared field by field by looprl.compare. FP16 with loss scale 128, random weights and
-# the synthetic reward looprl.rewards:even_token_share (random weights earn mixed rewards from it, so every update changes
+# the synthetic reward looprl.tasks.rewards:even_token_share (random weights earn mixed rewards from it, so every update changes
 # the state).
 #   bash benchmarks/gpu/resume_equality.sh SIZE ALGORITHM... [-- SIZE ALGORITHM...]
 #     SIZE mid: a mid-size Huginn (n_embd 1024, 8 heads of 128, 8 recurrences), AdamW at 1e-4;
@@ -13,7 +13,7 @@
 # Settings (environment):
 #   WORKERS   local (default): trainer and engine in one process on one GPU; ray: one GPU each, placed by Ray (two GPUs).
 #   TRANSPORT memory, disk or nccl: how publications reach the engine (looprl.train's default when unset).
-#   REWARD    the reward function (default looprl.rewards:even_token_share).
+#   REWARD    the reward function (default looprl.tasks.rewards:even_token_share).
 #   BACKEND   the trainer backend, torch (default) or megatron (--backend megatron; megatron-core installed or its wheel
 #             in .whl/).
 #   STAGE     all (default), or a comma-separated list of: checkpoint (write the random checkpoint of SIZE), a (the
@@ -68,7 +68,7 @@ case_run() {   # SIZE ALGORITHM: the stages of one case
        [ "$alg" != grpo ] && root=/dev/shm; fi         # with a critic the checkpoint is 28 GB: the stopped run in memory
   local a=/tmp/l-$alg-a b=$root/l-$alg-b cmds=/tmp/l-$alg-commands.txt report=/tmp/l-$alg-compare.json
   local C="--model $model --algorithm $alg --device cuda --workers $workers --precision fp16 --updates 3
-     --reward ${REWARD:-looprl.rewards:even_token_share} --data looprl/assets/data/arithmetic-prompts.jsonl --no-eval --no-progress
+     --reward ${REWARD:-looprl.tasks.rewards:even_token_share} --data looprl/assets/data/arithmetic-prompts.jsonl --no-eval --no-progress
      --keep-checkpoints 1 $opt${TRANSPORT:+ --transport $TRANSPORT}${BACKEND:+ --backend $BACKEND}"
   [ "${DIST_OPT:-}" = 1 ] && C="$C --distributed-optimizer"
   local case="bash $0 $size $alg" v t0=$SECONDS
