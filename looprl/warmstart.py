@@ -26,9 +26,10 @@ from .make_tiny import check_output
 
 # %% auto #0
 __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 'BATCH_SIZE', 'LR', 'WARMUP', 'INIT_STD',
-           'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'encode_example', 'split_dev', 'example_seed', 'make_batch', 'lr_at',
-           'torch_threads', 'dev_accuracy', 'warmstart', 'command_line', 'heldout_record', 'platform_record', 'build',
-           'task_command_line', 'build_task_model', 'main_task_model', 'main']
+           'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'TINY_ONLY', 'TASK_ONLY', 'encode_example', 'split_dev',
+           'example_seed', 'make_batch', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line',
+           'heldout_record', 'platform_record', 'build', 'task_command_line', 'build_task_model', 'main_task_model',
+           'refuse_other_presets_settings', 'main']
 
 # %% ../nbs/05d_warmstart.ipynb #7fff0acc
 EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
@@ -242,6 +243,7 @@ def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 
 def main_task_model(a, log):
     "`python -m looprl.warmstart OUT --preset small|mid`: the task model's splits only, or the whole build."
     from looprl.run import task_model as tm
+    a.device = a.device or "cpu"
     if a.device not in ("cpu", "cuda"): raise UsageError(f"--device: cpu or cuda, got {a.device!r}")
     if a.device == "cuda" and not torch.cuda.is_available(): raise UsageError("--device cuda: no CUDA device here")
     if a.max_steps is not None and a.max_steps < 1: raise UsageError(f"--max-steps must be ≥ 1, got {a.max_steps}")
@@ -255,6 +257,15 @@ def main_task_model(a, log):
                            evaluate_model=not a.no_evaluate, log=log)
     print(json.dumps({k: v for k, v in rec.items() if k not in ("dev_curve", "losses_every_10", "settings")}))
 
+# %% ../nbs/05d_warmstart.ipynb #wspre2c
+TINY_ONLY = ("family", "target_accuracy", "no_target", "batch_size", "lr")     # the embedded models' recipe
+TASK_ONLY = ("device", "splits", "write_splits", "max_seconds")                # the task presets'
+
+def refuse_other_presets_settings(a) -> None:
+    "Refuse a setting given on the command line that the chosen `--preset` does not take, naming it."
+    wrong = [k for k in (TINY_ONLY if a.preset != "tiny" else TASK_ONLY) if getattr(a, k) not in (None, False)]
+    if wrong: raise UsageError(f"--{wrong[0].replace('_', '-')}: not a setting of --preset {a.preset}")
+
 # %% ../nbs/05d_warmstart.ipynb #b39b2348
 def main(argv=None):
     "Warm-start a model to start RL from (an embedded tiny one, or a task model) and save it with its record."
@@ -263,26 +274,30 @@ def main(argv=None):
     ap.add_argument("--preset", choices=("tiny", "small", "mid"), default="tiny",
                     help="tiny: an embedded model of --family on the embedded arithmetic (default); small, mid: a "
                          "Huginn-layout model with its own tokenizer on a reasoning-gym task")
-    ap.add_argument("--device", default="cpu", help="cpu, or cuda (--preset small and mid; default cpu)")
+    ap.add_argument("--device", help="cpu, or cuda (--preset small and mid; default cpu)")
     ap.add_argument("--splits", metavar="DIR", help="read train/dev/heldout.jsonl from DIR instead of generating them")
     ap.add_argument("--write-splits", action="store_true", help="only write the preset's splits into OUT")
     ap.add_argument("--max-seconds", type=float,
                     help="stop the supervised steps after this long (default: the preset's)")
-    ap.add_argument("--family", default=default_family().name,
+    ap.add_argument("--family",
                     help=f"one of {', '.join(family_names())} (default {default_family().name})")
     ap.add_argument("--max-steps", type=int, help=f"supervised steps at most (default {MAX_STEPS}, or the preset's)")
-    ap.add_argument("--target-accuracy", type=float, default=TARGET,
+    ap.add_argument("--target-accuracy", type=float,
                     help=f"stop at this dev greedy accuracy (default {TARGET})")
     ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the data order and the latents")
-    ap.add_argument("--batch-size", type=int, default=BATCH_SIZE, help=f"examples per step (default {BATCH_SIZE})")
-    ap.add_argument("--lr", type=float, default=LR, help=f"learning rate after warm-up (default {LR:g})")
+    ap.add_argument("--batch-size", type=int, help=f"examples per step (default {BATCH_SIZE})")
+    ap.add_argument("--lr", type=float, help=f"learning rate after warm-up (default {LR:g})")
     ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
     a = ap.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)
     with refuse_bad_input("warmstart", a.out):
+        refuse_other_presets_settings(a)
         if a.preset != "tiny": return main_task_model(a, log)
+        a.family = a.family or default_family().name
+        a.target_accuracy = TARGET if a.target_accuracy is None else a.target_accuracy
         a.max_steps = MAX_STEPS if a.max_steps is None else a.max_steps
+        a.batch_size, a.lr = a.batch_size or BATCH_SIZE, LR if a.lr is None else a.lr
         if a.max_steps < 1 or a.batch_size < 1:
             raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
         rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed,

@@ -68,6 +68,10 @@ def test_a_grpo_run_on_it_replays_exactly_on_the_cpu(small, tmp_path):
     (("--preset", "small", "--max-steps", "0"), "--max-steps must be ≥ 1"),
     (("--preset", "small", "--max-seconds", "-1"), "--max-seconds must be > 0"),
     (("--preset", "small", "--splits", "does/not/exist"), "does/not/exist: no train.jsonl"),
+    (("--preset", "small", "--family", "ouro"), "--family: not a setting of --preset small"),
+    (("--preset", "mid", "--lr", "1e-3"), "--lr: not a setting of --preset mid"),
+    (("--device", "cuda"), "--device: not a setting of --preset tiny"),
+    (("--write-splits",), "--write-splits: not a setting of --preset tiny"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, says):
     r = warmstart(tmp_path / "out", *args)

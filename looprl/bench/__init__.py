@@ -22,8 +22,9 @@ def environment() -> dict:
     if not commit:
         try:
             import looprl          # the commit of the looprl that ran, wherever the command ran from
-            r = subprocess.run(["git", "-C", str(Path(looprl.__file__).resolve().parent), "rev-parse", "--verify", "HEAD"],
-                               capture_output=True, text=True, timeout=5)
+            here = str(Path(looprl.__file__).resolve().parent)
+            r = subprocess.run(["git", "-C", here, "rev-parse", "--verify", "HEAD"], capture_output=True, text=True,
+                               timeout=5)
             commit = r.stdout.strip() if r.returncode == 0 else None
         except Exception: commit = None
     gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
