@@ -3,7 +3,7 @@
 # RL with every looprl.train setting at its GPU default (FP16 with loss scale 128, CUDA graphs, compiled blocks), trainer
 # and engine on the one GPU; held-out accuracy before and after each run (python -m looprl.bench learning --preset mid).
 #   bash benchmarks/gpu/learning.sh                      → $OUT/learning-mid-cuda.json, $OUT/warmstart-mid.json
-# A machine without reasoning-gym reads the splits from a folder: write them first where reasoning-gym is installed, and
+# A machine without reasoning-gym reads the splits from a folder: write them first where reasoning-gym is installed:
 #   python -m looprl.warmstart runs/mid-splits --preset mid --write-splits
 # Settings: ALGORITHMS (default grpo), SEEDS (default 42), TRAIN_ARGS (extra looprl.train arguments), SPLITS (default
 # runs/mid-splits), MODEL (a mid model already warm-started: no warm start), BUDGET_S (default 570).
