@@ -78,6 +78,7 @@ class RunOptions:
     checkpoint_every: int = 1             # checkpoint after every N-th update and after the last
     stop_after: int | None = None         # stop after K updates (checkpointed); continue later with --resume
     resume: bool = False                  # continue the run in --output
+    overwrite: bool = False               # start over: a non-empty --output is emptied first (not with --resume)
     sync_checkpoints: bool = False        # write checkpoints in the update's time instead of in the background
     # skip a checkpoint that comes due while the last is still being written (never the last or --stop-after's);
     # default: on with CUDA (large states on a disk slower than the updates)
@@ -86,6 +87,10 @@ class RunOptions:
     # --async on the CPU: the engine in a thread of the trainer's process, not a process of its own
     engine_thread: bool = False
     defaulted: tuple | None = None        # (no flag) settings left at their defaults, which the memory plan may change
+    # print one line per N updates on stderr when the progress bar is off (0: none)
+    progress_every: int = 1
+    # warn when every completion's reward has been equal for this many updates in a row (0: never)
+    no_signal_updates: int = 5
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
@@ -369,7 +374,7 @@ def option_flags(parser) -> None:
 
 # %% ../../nbs/04f_options.ipynb #fbf255d7
 NOT_STORED = ("output", "resume", "stop_after", "keep_checkpoints", "checkpoint_every", "defaulted", "sync_checkpoints",
-              "skip_busy_checkpoints",
+              "skip_busy_checkpoints", "overwrite", "progress_every", "no_signal_updates",
               "engine_thread")   # where the engine runs, not what it computes
 
 # %% ../../nbs/04f_options.ipynb #b5b97eea
