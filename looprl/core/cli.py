@@ -8,11 +8,12 @@ Docs: https://looprl.github.io/looprl/cli.html.md"""
 from __future__ import annotations
 import argparse, functools, os, sys
 from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
 from typing import Iterator, NoReturn
 
 # %% auto #0
 __all__ = ['BAD_INPUT', 'UsageError', 'one_line', 'is_looprl_error', 'error_message', 'fail', 'refuse_bad_input', 'CommandParser',
-           'command_parser', 'stdout_to_stderr']
+           'command_parser', 'check_output', 'stdout_to_stderr']
 
 # %% ../../nbs/00c_cli.ipynb #05a67eb0
 class UsageError(ValueError):
@@ -70,6 +71,20 @@ class CommandParser(argparse.ArgumentParser):
 def command_parser(command: str, description: str | None = None, **kwargs) -> CommandParser:
     "The argument parser of `python -m looprl.<command>`."
     return CommandParser(prog=f"python -m looprl.{command}", description=description, command=command, **kwargs)
+
+# %% ../../nbs/00c_cli.ipynb #0u7a1002
+def check_output(path, flag: str = "--output", file: bool = False) -> Path:
+    """Refuse an output directory (a file with `file=True`) that this process cannot create or write: a path under
+    an existing file, an existing path of the other kind, no write permission. Creates nothing; returns the path."""
+    p = Path(path)
+    if p.exists() and p.is_dir() == file:
+        raise UsageError(f"{flag}: {p} is a {'directory' if file else 'file'}, not a {'file' if file else 'directory'}")
+    near = p if p.is_dir() else p.parent
+    while not near.exists() and near != near.parent: near = near.parent   # the nearest existing folder above
+    if not near.is_dir(): raise UsageError(f"{flag}: cannot create {p}: {near} is a file")
+    if not os.access(near, os.W_OK | os.X_OK): raise UsageError(f"{flag}: cannot write in {near} (permission denied)")
+    if file and p.exists() and not os.access(p, os.W_OK): raise UsageError(f"{flag}: cannot write {p} (permission denied)")
+    return p
 
 # %% ../../nbs/00c_cli.ipynb #c1d0a002
 @contextmanager
