@@ -7,10 +7,12 @@ Docs: https://looprl.github.io/looprl/prepare.html.md"""
 # %% ../../nbs/04g_prepare.ipynb #repareim
 from __future__ import annotations
 import json, sys
+from pathlib import Path
 from dataclasses import dataclass, asdict, replace
 import torch
 from .. import __version__
-from ..core.cli import UsageError
+from ..core.cli import UsageError, check_output
+from ..core.state import CHECKPOINTS, LATEST
 from ..model.config import load_config, LoopedConfig, ConfigError
 from ..model.hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from ..model.latents import environment_fingerprint
@@ -25,7 +27,7 @@ from ..training.settings import TrainSettings
 
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision',
-           'check_tensor_parallel', 'run_contract', 'prepare']
+           'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -129,6 +131,36 @@ def check_tensor_parallel(o: RunOptions, cfg: LoopedConfig, precision: str):
             check(n % M == 0, f"--tensor-parallel: the model's {n} {what} do not split over {M} processes "
                               f"({o.model_dir / 'config.json'})")
 
+# %% ../../nbs/04g_prepare.ipynb #0u7b2002
+def failed_start(run: Path) -> bool:
+    "Whether `run` holds a start that stopped before its first checkpoint: a run.json, no checkpoint, no summary."
+    run = Path(run)
+    return ((run / "run.json").is_file() and not (run / CHECKPOINTS / LATEST).exists()
+            and not (run / "summary.json").exists())
+
+# %% ../../nbs/04g_prepare.ipynb #0u7b2003
+def check_run_output(o: RunOptions) -> list[str]:
+    """Refuse an `--output` the run cannot use, before anything is loaded; returns notes (a failed start or a run
+    that will be replaced). Touches nothing on disk."""
+    run = check_output(o.output)
+    check(not (o.overwrite and o.resume), "--overwrite starts the run over and --resume continues it: give one of them")
+    if o.resume or not (run.exists() and any(run.iterdir())): return []
+    if not (run / "run.json").is_file():
+        raise UsageError(f"--output: {run} is not empty and holds no looprl run (no run.json); give a new or empty "
+                         "directory" + (" (--overwrite empties only a run directory)" if o.overwrite else ""))
+    if o.overwrite: return [f"--overwrite: the run in {run} is replaced"]
+    check(failed_start(run), f"--output: {run} holds a run: --resume continues it, --overwrite starts it over")
+    return [f"{run} holds a start that stopped before its first checkpoint; starting over"]
+
+# %% ../../nbs/04g_prepare.ipynb #0u7b2006
+def check_lengths(o: RunOptions, cfg: LoopedConfig):
+    "Refuse prompt plus response lengths beyond the model's positions, naming both flags and the model's limit."
+    r = o.rollout
+    n = r.max_prompt_tokens + r.max_response_tokens
+    check(n <= cfg.max_positions,
+          f"--max-prompt-tokens {r.max_prompt_tokens} + --max-response-tokens {r.max_response_tokens} = {n} tokens: "
+          f"the model has {cfg.max_positions} positions ({o.model_dir / 'config.json'})")
+
 # %% ../../nbs/04g_prepare.ipynb #e0e50531
 def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list) -> dict:
     "What a resumed run must match: versions, algorithm, settings, model, engine, reward, data, rollout, environment."
@@ -151,14 +183,14 @@ def _jsonable(d):
 # %% ../../nbs/04g_prepare.ipynb #3e258a55
 def prepare(o: RunOptions) -> Prepared:
     "Validate options and inputs and build the run contract; touches nothing on disk."
-    o.validate(); check_devices(o)
+    o.validate(); notes = check_run_output(o); check_devices(o)
     # an engine this environment cannot start is refused before any work
     engine_class(o.rollout.engine, o.device)
     cfg, model_sha, tok = _load_model(o)
+    check_lengths(o, cfg)
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "
                          f"{cfg.revision} ({o.model_dir / 'config.json'})")
-    notes = []
     rows, ids, heldout, reward = _load_data(o, cfg, tok, notes)
     compile_blocks = o.trainer.compile_blocks
     if compile_blocks is None: compile_blocks = o.device == "cuda" and o.trainer_processes == 1
