@@ -20,9 +20,9 @@ from ..core.digest import (DIGEST_BLOCK, DIGEST_RUN, submit_blocks, gather_block
 from ..core.precision import dtype_name
 
 # %% auto #0
-__all__ = ['CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
-           'checkpoint_files', 'read_tensors', 'name_mismatch', 'check_tensors', 'load_into', 'load_checkpoint',
-           'checkpoint_sha256']
+__all__ = ['ITEM_BYTES', 'CheckpointError', 'tensor_leaves', 'state_digest', 'export_tensors', 'write_tensors', 'save_checkpoint',
+           'safetensors_damage', 'checkpoint_files', 'read_tensors', 'name_mismatch', 'check_tensors', 'load_into',
+           'load_checkpoint', 'checkpoint_sha256']
 
 # %% ../../nbs/01j_hf.ipynb #fecbbb45
 class CheckpointError(ValueError):
@@ -97,9 +97,47 @@ def save_checkpoint(model: LoopedLM, path, dtype=None, tokenizer=None, max_shard
         if tokenizer is not None: tokenizer.save(str(tmp / "tokenizer.json"))
     return path
 
+# %% ../../nbs/01j_hf.ipynb #3c6a9464
+ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+              "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+def safetensors_damage(f) -> str | None:
+    "What is wrong with safetensors file `f` (its header against its size), as a phrase; None when it is whole."
+    size = Path(f).stat().st_size
+    if size < 8: return f"not a safetensors file ({size} bytes, shorter than the header length)"
+    with open(f, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        if n > size - 8:
+            return (f"not a safetensors file, or truncated (its header length says {n} bytes; the file has {size} "
+                    f"bytes)")
+        try: header = json.loads(fh.read(n))
+        except ValueError: return "not a safetensors file (its header is not JSON)"
+    ranges = []
+    for name, t in (header.items() if isinstance(header, dict) else [("header", None)]):
+        if name == "__metadata__": continue
+        try: (a, b), shape, dtype = t["data_offsets"], t["shape"], t["dtype"]
+        except (TypeError, KeyError, ValueError): return f"not a safetensors file (header entry {name!r} is malformed)"
+        numel = 1
+        for s in shape: numel *= s
+        if dtype in ITEM_BYTES and b - a != numel * ITEM_BYTES[dtype]:
+            return f"damaged header (tensor {name}: {b - a} bytes for shape {shape} of {dtype})"
+        ranges.append((a, b, name))
+    end = 0
+    for a, b, name in sorted(ranges):
+        if a != end: return f"damaged header (tensor {name} starts at data byte {a}, the one before ends at {end})"
+        end = b
+    if end != size - 8 - n:
+        what = "truncated" if end > size - 8 - n else "damaged (bytes after its last tensor)"
+        return f"{what}: its header needs {8 + n + end} bytes, the file has {size}"
+    return None
+
 # %% ../../nbs/01j_hf.ipynb #54dc0511
+def _whole(f: Path) -> Path:
+    if (why := safetensors_damage(f)): raise CheckpointError(f"{f}: {why}")
+    return f
+
 def checkpoint_files(path) -> list[Path]:
-    "The safetensors files of a checkpoint directory, in index order."
+    "The safetensors files of a checkpoint directory, in index order, each checked whole (`safetensors_damage`)."
     path = Path(path)
     idx = path / "model.safetensors.index.json"
     if idx.exists():
@@ -109,8 +147,8 @@ def checkpoint_files(path) -> list[Path]:
         files = sorted(set(wmap.values()))
         for f in files:
             if not (path / f).exists(): raise CheckpointError(f"{idx}: shard {f} is missing")
-        return [path / f for f in files]
-    if (path / "model.safetensors").exists(): return [path / "model.safetensors"]
+        return [_whole(path / f) for f in files]
+    if (path / "model.safetensors").exists(): return [_whole(path / "model.safetensors")]
     if any(path.glob("*.bin")) or any(path.glob("*.pt")):
         raise CheckpointError(f"{path}: only pickle weights found; looprl reads safetensors only")
     raise CheckpointError(f"{path}: no model.safetensors or model.safetensors.index.json")
