@@ -8,7 +8,7 @@ Docs: https://looprl.github.io/looprl/make_tiny.html.md"""
 from __future__ import annotations
 import json, sys
 from pathlib import Path
-from .core.cli import command_parser, refuse_bad_input
+from .core.cli import command_parser, refuse_bad_input, check_output as writable_output
 from .model.config import ConfigError, tiny_config
 from .model.registry import family_names
 import torch
@@ -29,10 +29,9 @@ def make_tiny_checkpoint(family: str, out, seed: int = 0, dtype=torch.float32, *
 
 # %% ../nbs/05c_make_tiny.ipynb #aaa0a284
 def check_output(out) -> Path:
-    "Refuse an output path that exists and is not an empty directory; return it as a Path."
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out}: exists and is not a directory; refusing to overwrite it")
+    """Refuse an output directory that cannot be created or written (`looprl.core.cli.check_output`), or that exists
+    and is not empty; return it as a Path."""
+    out = writable_output(out, "OUT")
     if out.is_dir() and any(out.iterdir()):
         raise FileExistsError(f"{out}: exists and is not empty; refusing to overwrite it")
     return out

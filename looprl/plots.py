@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
-from .core.cli import command_parser, refuse_bad_input
+from .core.cli import command_parser, refuse_bad_input, check_output
 from .compare import compare_runs, FIELDS
 from .core.state import read_metrics
 
@@ -250,6 +250,7 @@ def main(argv=None):
     matplotlib.use("Agg")
     with refuse_bad_input("plots", errors=(ValueError, OSError, KeyError)):
         if not a.runs and not a.exit_table: raise ValueError("give run directories, or --exit-table FILE")
+        check_output(a.out, "--out")                          # before any figure is drawn
         paths = run_figures(a.runs, a.out) if a.runs else []
         if a.exit_table:
             fig = exit_table_figure(json.loads(Path(a.exit_table).read_text())["result"]); fig.tight_layout()

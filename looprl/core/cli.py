@@ -78,12 +78,14 @@ def check_output(path, flag: str = "--output", file: bool = False) -> Path:
     an existing file, an existing path of the other kind, no write permission. Creates nothing; returns the path."""
     p = Path(path)
     if p.exists() and p.is_dir() == file:
-        raise UsageError(f"{flag}: {p} is a {'directory' if file else 'file'}, not a {'file' if file else 'directory'}")
+        raise UsageError(f"{flag}: {p} is a directory, not a file" if file else
+                         f"{flag}: {p} exists and is not a directory")
     near = p if p.is_dir() else p.parent
     while not near.exists() and near != near.parent: near = near.parent   # the nearest existing folder above
     if not near.is_dir(): raise UsageError(f"{flag}: cannot create {p}: {near} is a file")
     if not os.access(near, os.W_OK | os.X_OK): raise UsageError(f"{flag}: cannot write in {near} (permission denied)")
-    if file and p.exists() and not os.access(p, os.W_OK): raise UsageError(f"{flag}: cannot write {p} (permission denied)")
+    if file and p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{flag}: cannot write {p} (permission denied)")
     return p
 
 # %% ../../nbs/00c_cli.ipynb #c1d0a002

@@ -149,7 +149,8 @@ def check_run_output(o: RunOptions) -> list[str]:
         raise UsageError(f"--output: {run} is not empty and holds no looprl run (no run.json); give a new or empty "
                          "directory" + (" (--overwrite empties only a run directory)" if o.overwrite else ""))
     if o.overwrite: return [f"--overwrite: the run in {run} is replaced"]
-    check(failed_start(run), f"--output: {run} holds a run: --resume continues it, --overwrite starts it over")
+    check(failed_start(run), f"--output: {run} exists and is not empty (it holds a run): --resume continues it, "
+                              "--overwrite starts it over")
     return [f"{run} holds a start that stopped before its first checkpoint; starting over"]
 
 # %% ../../nbs/04g_prepare.ipynb #0u7b2006

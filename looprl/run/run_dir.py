@@ -6,18 +6,25 @@ Docs: https://looprl.github.io/looprl/run_dir.html.md"""
 
 # %% ../../nbs/04k0_run_dir.ipynb #rundim
 from __future__ import annotations
-import json, sys
+import json, shutil, sys
 from pathlib import Path
 from ..core.cli import UsageError
 from ..core.atomic import atomic_write_text
 from ..core.state import (RunError, latest_checkpoint, load_loop_state, contract_differences, read_contract,
                                read_metrics, METRICS)
 from .options import NOT_STORED
-from .prepare import Prepared
+from .prepare import Prepared, check_run_output
 
 
 # %% auto #0
-__all__ = ['open_run', 'kept_line', 'truncate_records']
+__all__ = ['empty_dir', 'open_run', 'kept_line', 'truncate_records']
+
+# %% ../../nbs/04k0_run_dir.ipynb #0u7c3001
+def empty_dir(d: Path):
+    "Remove everything inside directory `d`; `d` itself stays."
+    for c in Path(d).iterdir():
+        if c.is_dir() and not c.is_symlink(): shutil.rmtree(c)
+        else: c.unlink()
 
 # %% ../../nbs/04k0_run_dir.ipynb #1dc8a9b5
 def _run_file(p: Prepared) -> str:
@@ -31,9 +38,9 @@ def _run_file(p: Prepared) -> str:
 def open_run(p: Prepared) -> tuple[Path, dict | None]:
     "Create or resume the run directory; returns (run dir, loop state of the newest checkpoint or None)."
     o, run = p.opts, Path(p.opts.output)
+    check_run_output(o)          # new, empty, a start that failed before its first checkpoint, --overwrite, or --resume
     if not o.resume:
-        if run.exists() and any(run.iterdir()):
-            raise UsageError(f"--output: {run} exists and is not empty (use --resume to continue a run)")
+        if run.exists(): empty_dir(run)
         run.mkdir(parents=True, exist_ok=True)
         (run / "rollouts").mkdir()
         atomic_write_text(run / "run.json", _run_file(p))
