@@ -82,7 +82,7 @@ def load_run(run) -> dict:
     if not run.is_dir(): raise CompareError(f"{run}: not a run directory")
     contract = _read(run / "run.json", lambda f: read_contract(run))
     if not isinstance(contract, dict): raise CompareError(f"{run / 'run.json'}: 'contract' is not an object")
-    ck = _read(run / "checkpoints" / "latest", lambda f: latest_checkpoint(run))
+    ck = _read(run / "checkpoints" / "latest", lambda f: latest_checkpoint(run, check=False))   # damage: reported below
     if ck is None: raise CompareError(f"{run}: no complete checkpoint (no checkpoints/latest)")
     files = sorted(f for f in (run / "rollouts").glob("update-*.json") if f.stem[7:].isdigit())
     trainer = _read(ck / "trainer.pt", _torch)

@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/state.html.md"""
 
 # %% ../../nbs/00g_state.ipynb #1a381dfe
 from __future__ import annotations
-import json, os, random, shutil, tempfile, threading
+import json, os, random, shutil, tempfile, threading, zipfile
 from pathlib import Path
 import numpy as np
 import torch
@@ -17,10 +17,11 @@ from .atomic import atomic_dir, atomic_write_text
 __all__ = ['CHECKPOINTS', 'LATEST', 'RESTORABLE', 'SKIP_RESTORE_VAR', 'MEGATRON_STATE', 'METRICS', 'POLICIES',
            'RENAMED_REWARD_MODULES', 'RunError', 'skipped_parts', 'left_fresh', 'restore', 'capture_rng',
            'seed_everything', 'restore_rng', 'fault_point', 'checkpoint_name', 'save_state', 'retire',
-           'complete_checkpoints', 'save_checkpoint', 'save_trainer_state', 'load_trainer_state', 'latest_checkpoint',
-           'load_loop_state', 'rank_file', 'save_rank_state', 'load_rank_state', 'append_metrics', 'read_metrics',
-           'policy_path', 'latest_policy', 'upgrade_reward_spec', 'upgrade_contract', 'read_contract',
-           'contract_differences', 'check_contract']
+           'complete_checkpoints', 'save_checkpoint', 'save_trainer_state', 'DamagedCheckpoint', 'state_file_damage',
+           'load_state', 'checkpoint_damage', 'load_trainer_state', 'latest_checkpoint', 'load_loop_state', 'rank_file',
+           'save_rank_state', 'load_rank_state', 'resume_checkpoint', 'append_metrics', 'read_metrics', 'policy_path',
+           'latest_policy', 'upgrade_reward_spec', 'upgrade_contract', 'read_contract', 'contract_differences',
+           'check_contract']
 
 # %% ../../nbs/00g_state.ipynb #0aaffcca
 class RunError(ValueError):
@@ -164,6 +165,47 @@ def save_trainer_state(state: dict, d: Path, processes: int = 1, tensor_parallel
     save_state({**state, "rng": capture_rng(), "trainer_processes": processes, "tensor_parallel": tensor_parallel},
                Path(d) / "trainer.pt")
 
+# %% ../../nbs/00g_state.ipynb #05efdf53
+class DamagedCheckpoint(RuntimeError):
+    """A checkpoint file that is not what was written (cut short, not an archive, unreadable); the message names it.
+    Found on resume or mid-run: exit status 1."""
+
+def state_file_damage(f: Path) -> str | None:
+    "What is wrong with `torch.save` file `f`, from its zip directory and its size, as a phrase; None when it is whole."
+    if not f.is_file(): return "missing"
+    size = f.stat().st_size
+    try:
+        with zipfile.ZipFile(f) as z: records = z.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return f"truncated or not a torch.save archive (no zip directory at its end; {size} bytes)"
+    if not any(r.filename.endswith("/data.pkl") for r in records): return "not a torch.save archive (no data.pkl)"
+    for r in records:
+        if r.header_offset + r.compress_size > size:
+            return f"truncated (record {r.filename} ends past its {size} bytes)"
+    return None
+
+# %% ../../nbs/00g_state.ipynb #d7b3ad43
+def load_state(f: Path) -> dict:
+    "The checked opener of every checkpoint file: `torch.load` of a whole file, else one line."
+    f = Path(f)
+    if (why := state_file_damage(f)): raise DamagedCheckpoint(f"{f}: {why}")
+    try: return torch.load(f, weights_only=True, map_location="cpu")
+    except Exception as e:
+        gist = (str(e).strip().splitlines() or [""])[0].split(". ")[0][:160]
+        raise DamagedCheckpoint(f"{f}: unreadable ({type(e).__name__}: {gist})") from None
+
+# %% ../../nbs/00g_state.ipynb #b9f8dced
+def checkpoint_damage(d: Path) -> list[str]:
+    """What is wrong with checkpoint directory `d`, one phrase per damaged file naming it: its state files
+    (`trainer.pt`, `rng.pt`, the rank files) checked by `state_file_damage`, `loop.json` read. Empty when whole."""
+    d, out = Path(d), []
+    for f in sorted({d / "trainer.pt", d / "rng.pt", *d.glob("trainer-rank*.pt")}):
+        if (why := state_file_damage(f)): out.append(f"{f}: {why}")
+    try:
+        if not isinstance(json.loads((d / "loop.json").read_text()).get("next_update"), int): raise ValueError
+    except (OSError, ValueError, AttributeError): out.append(f"{d / 'loop.json'}: not the loop state JSON")
+    return out
+
 # %% ../../nbs/00g_state.ipynb #c7f5309a
 def _same_layout(d: Path, made: tuple, asked: tuple):
     "Refuse a checkpoint made by another number of trainer processes (or tensor-parallel size), naming both."
@@ -176,26 +218,33 @@ def _same_layout(d: Path, made: tuple, asked: tuple):
 # %% ../../nbs/00g_state.ipynb #00d5873b
 def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor_parallel: int = 1) -> dict:
     "Read a trainer's state from checkpoint directory `d`, restoring the calling process's RNG if `restore`."
-    st = torch.load(Path(d) / "trainer.pt", weights_only=True, map_location="cpu")
+    st = load_state(Path(d) / "trainer.pt")
     _same_layout(Path(d), (st.get("trainer_processes", 1), st.get("tensor_parallel", 1)), (processes, tensor_parallel))
     if restore: restore_rng(st["rng"])
     return st
 
 # %% ../../nbs/00g_state.ipynb #0308214c
-def latest_checkpoint(run: Path) -> Path | None:
-    "The newest complete checkpoint directory, or None."
+def latest_checkpoint(run: Path, check: bool = True) -> Path | None:
+    """The newest complete checkpoint directory, or None. With `check`, the newest whose files are whole: the one
+    `latest` names, else the older ones in turn (`DamagedCheckpoint`, naming every damaged file, when none is)."""
     f = Path(run) / CHECKPOINTS / LATEST
     if not f.exists(): return None
     d = f.parent / f.read_text().strip()
     if not (d / "loop.json").exists(): raise RunError(f"{f}: names {d.name}, which is incomplete")
-    return d
+    if not check: return d
+    damage = []
+    for c in [d] + [c for c in reversed(complete_checkpoints(f.parent)) if c.name < d.name]:
+        if not (why := checkpoint_damage(c)): return c
+        damage += why
+    raise DamagedCheckpoint(f"no whole checkpoint to resume from: {'; '.join(damage)}")
 
 # %% ../../nbs/00g_state.ipynb #b51c1f02
 def load_loop_state(d: Path, restore: bool = True) -> dict:
     "The loop state of a checkpoint directory; restores this process's RNG if `restore`."
     d = Path(d)
-    if restore: restore_rng(torch.load(d / "rng.pt", weights_only=True))
-    return json.loads((d / "loop.json").read_text())
+    if restore: restore_rng(load_state(d / "rng.pt"))
+    try: return json.loads((d / "loop.json").read_text())
+    except ValueError as e: raise DamagedCheckpoint(f"{d / 'loop.json'}: not JSON ({e})") from None
 
 # %% ../../nbs/00g_state.ipynb #0db784c5
 def rank_file(rank: int) -> str: return f"trainer-rank{rank}.pt"
@@ -217,10 +266,26 @@ def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1
     d = Path(d)
     made = len(list(d.glob("trainer-rank*.pt"))) or 1            # no rank files: one trainer process wrote trainer.pt
     _same_layout(d, (made, tensor_parallel), (processes, tensor_parallel))
-    st = torch.load(d / rank_file(rank), weights_only=True, map_location="cpu")
+    st = load_state(d / rank_file(rank))
     _same_layout(d, (st["trainer_processes"], st["tensor_parallel"]), (processes, tensor_parallel))
     if restore: restore_rng(st["rng"])
     return st
+
+# %% ../../nbs/00g_state.ipynb #5e162131
+def resume_checkpoint(run: Path) -> tuple[Path | None, str | None]:
+    """The checkpoint a resume continues from (`latest_checkpoint`) and a one-line note when damaged newer checkpoints
+    were moved aside for it (as `damaged-<name>`, `latest` then naming it); (None, None) for a run with none yet."""
+    ck, good = Path(run) / CHECKPOINTS, latest_checkpoint(run)
+    if good is None: return None, None
+    moved = []
+    for c in complete_checkpoints(ck):
+        if c.name > good.name and (why := checkpoint_damage(c)):
+            dst, n = ck / f"damaged-{c.name}", 1
+            while dst.exists(): n += 1; dst = ck / f"damaged-{c.name}-{n}"
+            os.replace(c, dst); moved.append(f"{c.name} ({why[0]}) moved aside to {dst.name}")
+    if (ck / LATEST).read_text().strip() != good.name: atomic_write_text(ck / LATEST, good.name)
+    if not moved: return good, None
+    return good, f"checkpoint {'; '.join(moved)}; resuming from {good.name}, the newest whole one"
 
 # %% ../../nbs/00g_state.ipynb #a50cd863
 METRICS, POLICIES = "metrics.jsonl", "policies"
