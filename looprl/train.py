@@ -11,6 +11,7 @@ from pathlib import Path
 from .core.cli import UsageError, command_parser, fail
 from .run.options import RunOptions, option_flags, options_for_resume
 from .run.loop import RunFailed, RunInterrupted, run
+from .core.state import DamagedCheckpoint     # a damaged checkpoint found on resume: exit status 1
 from .run.plan import ADJUSTABLE
 
 # %% auto #0
@@ -86,7 +87,7 @@ def main(argv=None):
         o = options_from_args(ns)
         s = run(o, progress=not ns.no_progress)
     except UsageError as e: fail("train", e)
-    except RunFailed as e: fail("train", e, code=1)
+    except (RunFailed, DamagedCheckpoint) as e: fail("train", e, code=1)
     except RunInterrupted as e: fail("train", e, code=128 + e.signum)
     print(summary_table(s))
 

@@ -20,7 +20,7 @@ from ..tasks.reward_specs import score_completion, RewardError
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
 from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, seed_everything, restore,
-                               append_metrics, read_metrics, policy_path, POLICIES, LATEST)
+                               append_metrics, read_metrics, policy_path, resume_checkpoint, POLICIES, LATEST)
 from .placement import Placement, PlacementError
 from .options import RunOptions     # the settings (also importable from here)
 from .plan import fit_prepared, oom_message, plan_summary
@@ -248,7 +248,8 @@ def signals_as_exceptions():
 def _restore(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, loop: dict) -> dict:
     """Restore a resumed run's trainer, generators, cursor and counters through the `state.restore` gate; returns the
     next update, the next version and the update the completion seeds count from (0, unless `sampler` is left fresh)."""
-    ck = latest_checkpoint(run_dir)
+    ck, note = resume_checkpoint(run_dir)      # a damaged newest checkpoint: moved aside, the one before it taken
+    if note: print(f"looprl.train: note: {note}", file=sys.stderr, flush=True)
     pl.trainer.load(str(ck))
     load_loop_state(ck, restore=True)
     at = dict(update=loop["next_update"], version=1, seeds_from=loop["next_update"])
