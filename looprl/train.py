@@ -23,7 +23,9 @@ def parser():
     --no-progress."""
     ap = command_parser("train", "Reinforcement learning for looped language models.")
     option_flags(ap)
-    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bar: a line on stderr every --progress-every updates instead (as when stderr is "
+                         "not a terminal)")
     return ap
 
 # %% ../nbs/05a_train.ipynb #e7018baa
@@ -88,7 +90,9 @@ def main(argv=None):
         s = run(o, progress=not ns.no_progress)
     except UsageError as e: fail("train", e)
     except (RunFailed, DamagedCheckpoint) as e: fail("train", e, code=1)
-    except RunInterrupted as e: fail("train", e, code=128 + e.signum)
+    except RunInterrupted as e:                 # the updates it finished, then how to resume
+        if e.summary: print(summary_table(e.summary), flush=True)
+        fail("train", e, code=128 + e.signum)
     print(summary_table(s))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

@@ -28,13 +28,14 @@ from .checkpoint_writer import CheckpointWriter, CheckpointFailed
 from .pipeline import RolloutPipeline, resume_pending, engine_process
 from .prepare import Prepared, prepare
 from .run_dir import open_run, truncate_records
+from .progress import Progress, NoSignal, reward_spread, start_warnings
 
 
 # %% auto #0
 __all__ = ['completion_seed', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line',
            'sample_rollout', 'train_rollout', 'rollout_records', 'update_line', 'check_skipped', 'save_progress',
            'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
-           'interrupted_message', 'rollout_pipeline', 'finish_summary', 'run']
+           'interrupted_message', 'rollout_pipeline', 'finish_summary', 'interrupted_summary', 'run']
 
 # %% ../../nbs/04k_loop.ipynb #1d6408e0
 def completion_seed(run_seed: int, update: int, index: int) -> int:
@@ -144,11 +145,13 @@ def rollout_records(G: int, prompt_rows: list[int], reqs: list[Request], comps: 
 
 # %% ../../nbs/04k_loop.ipynb #b16754b2
 def update_line(u: int, version: int, digest: str, comps: list[Completion], results: list, metrics: dict,
-                t: dict) -> dict:
-    "The metrics line of update `u`: rewards and their statuses, the trainer's metrics, each phase's seconds (`t`)."
+                t: dict, group_size: int = 1) -> dict:
+    """The metrics line of update `u`: rewards, their spread (`run.progress.reward_spread`) and statuses, the trainer's
+    metrics, each phase's seconds (`t`)."""
     names, rewards = list(t), [r.value for r in results]
     return dict(kind="update", update=u, version=version, digest=digest, policy_lag=version - comps[0].policy_version,
-                reward_mean=sum(rewards) / len(rewards), reward_statuses=count(r.status for r in results),
+                reward_mean=sum(rewards) / len(rewards), **reward_spread(rewards, group_size),
+                reward_statuses=count(r.status for r in results),
                 response_tokens=sum(len(c.tokens) for c in comps), **metrics,
                 time={f"{a}_s": t[b] - t[a] for a, b in zip(names, names[1:])})
 
@@ -185,7 +188,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     metrics line."""
     o, t = p.opts, {}
     def phase(name):
-        if hasattr(bar, "set_postfix_str"): bar.set_postfix_str(name)
+        if bar is not None: bar.phase(name)                 # a run.progress.Progress
         t[name] = time.perf_counter()
     phase("publication")
     digest = pl.transport.publish(version, run_dir)
@@ -208,7 +211,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     atomic_write_text(run_dir / "rollouts" / f"update-{u:06d}.json",
                       json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
-    line = update_line(u, version, digest, comps, results, res["metrics"], t)
+    line = update_line(u, version, digest, comps, results, res["metrics"], t, o.group_size)
     if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"]["snapshot_s"]
     append_metrics(run_dir, line)
     check_skipped(p, run_dir, u, res["metrics"])
@@ -227,8 +230,10 @@ def export_policy(pl: Placement, run_dir: Path, update: int):
 
 # %% ../../nbs/04k_loop.ipynb #ea625977
 class RunInterrupted(Exception):
-    "SIGINT or SIGTERM stopped the run; the message says where and how to resume."
-    def __init__(self, signum: int, message: str): super().__init__(message); self.signum = signum
+    """SIGINT or SIGTERM stopped the run; the message says where and how to resume, `summary` holds the updates it
+    finished (None if none)."""
+    def __init__(self, signum: int, message: str, summary: dict | None = None):
+        super().__init__(message); self.signum, self.summary = signum, summary
 
 class _Signal(BaseException):
     def __init__(self, signum): self.signum = signum
@@ -312,20 +317,23 @@ def _drain(scope: dict):
         if w is not None: w.wait()
     except CheckpointFailed: pass
 
-def _progress(it, on, desc):
-    if not on: return it
-    from tqdm.auto import tqdm
-    return tqdm(it, desc=desc, unit="update", file=sys.stderr, dynamic_ncols=True)
+def interrupted_summary(summary: dict | None, run_dir: Path, t0: float) -> dict | None:
+    "The summary of an interrupted run's finished updates, for the table printed before the resume hint; None if none."
+    if not summary or not summary["updates"]: return None
+    return dict(summary, total_s=time.perf_counter() - t0, heldout=[l for l in read_metrics(run_dir)
+                                                                    if l["kind"] == "heldout"])
 
 # %% ../../nbs/04k_loop.ipynb #fc329cc5
 def run(o: RunOptions, progress: bool = True) -> dict:
-    "Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output."
+    """Train as `o` says; returns a summary. Raises UsageError for bad input before touching the output. `progress`:
+    a bar when stderr is a terminal; off, or stderr not a terminal: a line per `o.progress_every` updates."""
     p = prepare(o)
     # looprl.run.plan: settings that fit the devices and the disk, or refused
     p, plan = fit_prepared(p)
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
+    for w in start_warnings(o): print(f"looprl.train: {w}", file=sys.stderr)
     run_dir, loop = open_run(p)
-    t0, where, pl, logs = time.perf_counter(), "before the first update", None, None
+    t0, where, pl, logs, summary = time.perf_counter(), "before the first update", None, None, None
     try:
         with signals_as_exceptions():
             pl = start_workers(p, run_dir)
@@ -343,11 +351,15 @@ def run(o: RunOptions, progress: bool = True) -> dict:
             writer = CheckpointWriter(background=not o.sync_checkpoints)
             writer.prepare(pl.trainer)                    # its host buffers, faulted in meanwhile
             state = dict(engine_sampler="stateless: counter-based noise of (completion seed, position)")
-            bar = _progress(range(start, end), progress, o.algorithm)
+            # a bar on a terminal, else a line per --progress-every updates; the --no-signal-updates warning
+            watch = NoSignal(o.no_signal_updates, not p.settings.use_critic, o.rollout.max_response_tokens)
+            bar = Progress(range(start, end), o.updates, bar=progress, every=o.progress_every, desc=o.algorithm,
+                           watch=watch)
             for u in bar:
                 where = f"during update {u}"
                 summary["updates"].append(one_update(p, pl, run_dir, cursor, u, version, u - at["seeds_from"], state,
                                                      bar, writer, pipe))
+                bar.finished(summary["updates"][-1])
                 summary["engine_stats_by_update"].append(pl.engine.stats())   # shows captures stop after warm-up
                 version += 1
                 logs.sync()
@@ -359,7 +371,9 @@ def run(o: RunOptions, progress: bool = True) -> dict:
                 logs.sync()
             where = "writing the last checkpoint"; summary["last_checkpoint_wait_s"] = writer.wait()
     except _Signal as e:
-        _drain(locals()); raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where)) from None
+        _drain(locals())
+        raise RunInterrupted(e.signum, interrupted_message(e.signum, run_dir, where),
+                             interrupted_summary(summary, run_dir, t0)) from None
     except torch.OutOfMemoryError as e: _drain(locals()); raise RunFailed(oom_message(e, run_dir, where)) from None
     except CheckpointFailed as e: raise RunFailed(str(e)) from None
     finally:
