@@ -14,6 +14,7 @@ from .model.config import LoopedConfig, ConfigError, load_config
 from .model.models import build_model, param_count
 from .model.registry import get_family
 from .model.hf import CheckpointError, checkpoint_files
+from .run.plan import plan_command, plan_flags
 
 # %% auto #0
 __all__ = ['INSPECT_ERRORS', 'check_sizes', 'weight_shapes', 'check_weight_shapes', 'inspect_checkpoint', 'format_info', 'main']
@@ -82,14 +83,16 @@ def format_info(info: dict) -> str:
 
 # %% ../nbs/05b_inspect.ipynb #acd1c8ab
 def main(argv=None):
-    "Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint."
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "--plan" in argv:                            # the memory and disk plan of a run (looprl.run.plan)
-        from looprl.run.plan import plan_command
-        return plan_command(argv)
+    """Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint; with
+    --plan, the memory and disk plan of a run of it and the settings `train` would choose, on this host or a card named."""
     ap = command_parser("inspect", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, a directory with only config.json, or a config.json file")
+    ap.add_argument("--plan", action="store_true", help="print a run's plan (with the flags below) instead")
+    plan_flags(ap)
     a = ap.parse_args(argv)
+    if a.plan: return plan_command(a)
+    if given := [k for k, v in vars(a).items() if k not in ("path", "plan", "gpus") and v is not None]:
+        ap.error(f"--{given[0].replace('_', '-')} is a setting of the plan: add --plan")
     with refuse_bad_input("inspect", a.path, INSPECT_ERRORS): info = inspect_checkpoint(a.path)
     print(format_info(info))
 

@@ -347,12 +347,13 @@ def setting_help(owner, f) -> str:
     return f"{text} (default {default})"
 
 # %% ../../nbs/04f_options.ipynb #43e78498
-def option_flags(parser) -> None:
-    "Add a flag for every setting of RunOptions, RolloutSettings and TrainSettings to `parser`, in a group each."
+def option_flags(parser, only: tuple | None = None) -> None:
+    """Add a flag for every setting of RunOptions, RolloutSettings and TrainSettings to `parser`, in a group each (with
+    `only`: for those settings alone)."""
     groups = {None: parser.add_argument_group("the run"), "rollout": parser.add_argument_group("the rollout"),
               "trainer": parser.add_argument_group("the trainer")}
     for name, (owner, f) in setting_fields().items():
-        if name == "defaulted": continue                  # set by the command, not a flag
+        if name == "defaulted" or (only and name not in only): continue      # defaulted: set by the command
         group = groups[owner]
         flag, default = "--" + name.rstrip("_").replace("_", "-"), f.default        # async_ → --async
         kw = dict(help=setting_help(owner, f), default=None, dest=name)

@@ -15,10 +15,10 @@ from ..model.config import LoopedConfig, load_config
 from ..core.state import latest_checkpoint, CHECKPOINTS
 
 # %% auto #0
-__all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'PHASES', 'model_counts', 'learner_bytes', 'activation_bytes', 'memory_items',
-           'checkpoint_bytes', 'disk_items', 'Plan', 'device_capacity', 'disk_free', 'make_plan', 'changes_line',
-           'refusal', 'fit_options', 'plan_line', 'oom_phase', 'memory_figures', 'resume_hint', 'oom_message',
-           'fit_prepared', 'plan_summary', 'plan_command']
+__all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'GPU_CARDS', 'PHASES', 'PLAN_SETTINGS', 'model_counts', 'learner_bytes',
+           'activation_bytes', 'memory_items', 'checkpoint_bytes', 'disk_items', 'Plan', 'GpuCard', 'device_capacity',
+           'disk_free', 'make_plan', 'changes_line', 'refusal', 'fit_options', 'plan_line', 'oom_phase',
+           'memory_figures', 'resume_hint', 'oom_message', 'fit_prepared', 'plan_summary', 'plan_flags', 'plan_command']
 
 # %% ../../nbs/04h_plan.ipynb #9a5d404f
 GiB = 2**30
@@ -56,8 +56,9 @@ def activation_bytes(cfg: LoopedConfig, rows: int, seq: int, precision: str, rec
 
 # %% ../../nbs/04h_plan.ipynb #11121f97
 RUNTIME_BYTES = 2 * GiB
-# the settings the plan chooses where they were left at their defaults
-ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch")
+# the settings the plan chooses where they were left at their defaults: each changes how an update is computed, none
+# what it computes (the optimizer is the experiment's own and never among them)
+ADJUSTABLE = ("recompute", "recompute_every", "micro_batch_size", "keep_checkpoints", "engine_batch")
 
 def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "Device name → {item: bytes} for options `o` (a `loop.RunOptions`), in the precision the run will use."
@@ -130,6 +131,11 @@ class Plan:
     @property
     def fits_disk(self) -> bool: return sum(self.disk.values()) <= self.disk_free
     def largest(self, dev: str) -> tuple[str, int]: return max(self.memory[dev].items(), key=lambda kv: kv[1])
+    def figures(self) -> str:
+        "`plan X of Y GiB; disk D of F GiB free`, for the fullest device."
+        d = max(self.memory, key=self.used)
+        return (f"plan {self.used(d) / GiB:.0f} of {self.capacity[d] / GiB:.0f} GiB; "
+                f"disk {sum(self.disk.values()) / GiB:.0f} of {self.disk_free / GiB:.0f} GiB free")
 
     def format(self) -> str:
         "The plan as a table in GiB."
@@ -142,10 +148,25 @@ class Plan:
         out += [f"  {g(v)}  {k}" for k, v in self.disk.items()]
         return "\n".join(out)
 
+# %% ../../nbs/04h_plan.ipynb #gpucard2
+@dataclass(frozen=True)
+class GpuCard:
+    name: str             # as torch.cuda.get_device_name() reports it
+    total_memory: int     # bytes, as torch.cuda.get_device_properties(0).total_memory reports it
+
+GPU_CARDS = {"h100": GpuCard("NVIDIA H100 80GB HBM3", 85_029_158_912),
+             "h200": GpuCard("NVIDIA H200", 150_110_683_136)}
+
 # %% ../../nbs/04h_plan.ipynb #486c8e4b
-def device_capacity(o) -> dict:
-    "Bytes each device of the placement has: the GPU's total memory, or the machine's physical memory."
-    if o.device == "cuda" and torch.cuda.is_available(): cap = torch.cuda.get_device_properties(0).total_memory
+def device_capacity(o, gpu_bytes: int | None = None) -> dict:
+    """Bytes each device of the placement has: `gpu_bytes` (a card planned for), else this host's GPU's total memory, or
+    the machine's physical memory on the CPU. `--device cuda` on a host without a GPU and no card named is refused:
+    host memory is never taken for a GPU's."""
+    if o.device == "cuda" and gpu_bytes: cap = gpu_bytes
+    elif o.device == "cuda" and torch.cuda.is_available(): cap = torch.cuda.get_device_properties(0).total_memory
+    elif o.device == "cuda":
+        raise UsageError("--device cuda: this host has no CUDA device; plan for a card with python -m looprl.inspect "
+                         f"MODEL --plan --gpu {'|'.join(GPU_CARDS)} (or --gpu-memory GIB)")
     else: cap = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if o.device == "cuda" and o.placement == "ray": names = ["trainer GPU", "engine GPU"]
     else: names = ["GPU" if o.device == "cuda" else "CPU"]
@@ -172,20 +193,19 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
 # %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
     """Options to try, cheapest change first (with recompute: as few recomputed block applications as fit; the engine's
-    batch halved before the optimizer changes); a setting not in `o.defaulted` keeps its value."""
+    batch halved only when nothing else fits); a setting not in `o.defaulted` keeps its value."""
     free = set(o.defaulted or ())
     def pick(name, alts):
         now = o.flat()[name]
         return [now] + [a for a in alts if a != now] if name in free else [now]
     every = [4, 3, 2, 1] if "recompute_every" in free else [o.flat()["recompute_every"]]
     rows = o.engine_rows
-    for opt, eb in [(opt, eb) for opt in pick("optimizer", ["adamw", "sgd"])
-                    for eb in pick("engine_batch", [rows // 2, rows // 4, rows // 8] if rows >= 8 else [])]:
+    for eb in pick("engine_batch", [rows // 2, rows // 4, rows // 8] if rows >= 8 else []):
         for mb in pick("micro_batch_size", [16, 8, 4, 2, 1]):
             for rec, k in [(r, k) for r in pick("recompute", [False, True]) for k in (every if r else every[-1:])]:
                 for keep in pick("keep_checkpoints", [2, 1]):
-                    yield o.replaced(optimizer=opt, recompute=rec, recompute_every=k, micro_batch_size=mb,
-                                     keep_checkpoints=keep, engine_batch=eb)
+                    yield o.replaced(recompute=rec, recompute_every=k, micro_batch_size=mb, keep_checkpoints=keep,
+                                     engine_batch=eb)
 
 # %% ../../nbs/04h_plan.ipynb #c96a0fd6
 def changes_line(old, new) -> str:
@@ -193,7 +213,7 @@ def changes_line(old, new) -> str:
     flags = []
     if new.trainer.recompute != old.trainer.recompute:
         flags.append("--recompute" if new.trainer.recompute else "no --recompute")
-    for k in ("recompute_every", "micro_batch_size", "optimizer", "keep_checkpoints", "engine_batch"):
+    for k in ("recompute_every", "micro_batch_size", "keep_checkpoints", "engine_batch"):
         if new.flat()[k] != old.flat()[k]: flags.append(f"--{k.replace('_', '-')} {new.flat()[k]}")
     return ", ".join(flags)
 
@@ -215,7 +235,8 @@ def refusal(pl: Plan) -> str:
 
 # %% ../../nbs/04h_plan.ipynb #898b9bc9
 def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
-    "(options that fit, the plan, the changes as flags or ''): refused with `UsageError` when nothing allowed fits."
+    """(options that fit, the plan, the changes as flags or ''): refused with `UsageError` when nothing allowed fits,
+    naming SGD and what makes it fit when AdamW is all that does not (the plan never changes the optimizer)."""
     cfg = cfg or load_config(o.model_dir)
     counts, capacity = counts or model_counts(cfg), capacity or device_capacity(o)
     free = disk_free(o.output) if free is None else free
@@ -224,16 +245,20 @@ def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
         pl = make_plan(c, cfg, capacity, free, counts)
         first = first or pl
         if pl.fits_memory and pl.fits_disk: return c, pl, changes_line(o, c)
-    raise UsageError(refusal(first if not o.defaulted else pl))
+    why = refusal(first if not o.defaulted else pl)
+    if o.trainer.optimizer == "adamw":
+        try: _, sgd, changes = fit_options(o.replaced(optimizer="sgd"), cfg, capacity, free, counts)
+        except UsageError: raise UsageError(why) from None
+        why += (f"; --optimizer sgd fits ({changes + '; ' if changes else ''}{sgd.figures()}): the plan never changes "
+                "the optimizer, give it with the learning rate you want (--lr)")
+    raise UsageError(why)
 
 # %% ../../nbs/04h_plan.ipynb #444eb831
-def plan_line(o, pl: Plan, changes: str, cfg: LoopedConfig | None = None) -> str:
-    "`looprl.train: <model> on <device>: <changes> (plan X of Y GiB)`."
-    dev = torch.cuda.get_device_name(0) if o.device == "cuda" and torch.cuda.is_available() else o.device
-    d = max(pl.memory, key=pl.used)
+def plan_line(o, pl: Plan, changes: str, cfg: LoopedConfig | None = None, device_name: str | None = None) -> str:
+    "`looprl.train: <model> on <device>: <changes> (plan X of Y GiB; disk …)`; `device_name`: a card planned for."
+    dev = device_name or (torch.cuda.get_device_name(0) if o.device == "cuda" and torch.cuda.is_available() else o.device)
     return (f"looprl.train: {Path(o.model_dir).name} on {'one ' if len(pl.memory) == 1 else ''}{dev}: {changes} "
-            f"(plan {pl.used(d) / GiB:.0f} of {pl.capacity[d] / GiB:.0f} GiB; disk {sum(pl.disk.values()) / GiB:.0f} "
-            f"of {pl.disk_free / GiB:.0f} GiB free)")
+            f"({pl.figures()})")
 
 # %% ../../nbs/04h_plan.ipynb #a0e67354
 PHASES = (("_actor_step", "actor step"), ("_critic_step", "critic step"), ("_selected_logprobs", "replay"),
@@ -294,27 +319,43 @@ def plan_summary(pl: Plan, o) -> dict:
     return out
 
 # %% ../../nbs/04h_plan.ipynb #7dc7d5cb
-def plan_command(argv: list[str]):
-    """`python -m looprl.inspect MODEL --plan [--device cuda] [settings]`: print the plan and the settings a run would
-    choose."""
-    from looprl.core.cli import command_parser, fail
-    from looprl.run.options import RunOptions
-    ap = command_parser("inspect", "The memory and disk plan of a run.")
-    a = ap.add_argument
-    a("model"); a("--plan", action="store_true")
-    for flag, kind in (("--algorithm", str), ("--device", str), ("--workers", str), ("--output", str),
-                       ("--precision", str), ("--optimizer", str), ("--micro-batch-size", int),
-                       ("--rollout-batch-size", int), ("--n-samples-per-prompt", int), ("--keep-checkpoints", int),
-                       ("--max-prompt-tokens", int), ("--max-response-tokens", int), ("--updates", int),
-                       ("--export-every", int), ("--engine-batch", int)):
-        a(flag, type=kind)
-    a("--recompute", action="store_true", default=None)
-    ns = ap.parse_args(argv)
-    given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("plan", "model")}
+PLAN_SETTINGS = ("algorithm", "device", "workers", "output", "precision", "optimizer", "micro_batch_size", "recompute",
+                 "recompute_every", "rollout_batch_size", "n_samples_per_prompt", "max_prompt_tokens",
+                 "max_response_tokens", "engine_batch", "keep_checkpoints", "checkpoint_every", "updates",
+                 "export_every", "no_eval")
+
+def plan_flags(parser) -> None:
+    "The flags of `inspect MODEL --plan`: the card planned for, and the run settings the plan reads (as `train`'s)."
+    from looprl.run.options import option_flags
+    g = parser.add_argument_group("the card planned for (with --plan; default: this host's device)")
+    g.add_argument("--gpu", choices=tuple(GPU_CARDS), help="plan for this card (implies --device cuda)")
+    g.add_argument("--gpu-memory", type=float, metavar="GIB", help="plan for a GPU of this many GiB (implies --device cuda)")
+    g.add_argument("--gpus", type=int, choices=(1, 2), default=1,
+                   help="GPUs on the host planned for: 1 (trainer and engine share it) or 2 (the engine on its own)")
+    g.add_argument("--disk-free", type=float, metavar="GIB", help="free disk where --output will be (default: measured)")
+    option_flags(parser, only=PLAN_SETTINGS)
+
+# %% ../../nbs/04h_plan.ipynb #plancmd2
+def plan_command(ns) -> None:
+    """`python -m looprl.inspect MODEL --plan [--gpu h100] [settings]` (`ns`: its parsed flags): print the plan and the
+    line `train` would print on that card."""
+    from looprl.core.cli import fail
+    from looprl.run.options import RunOptions, setting_fields
+    given = {k: v for k, v in vars(ns).items() if k in setting_fields() and v is not None}
+    card = GPU_CARDS.get(ns.gpu)
     try:
-        o = RunOptions.from_flat(**{"output": "runs/plan", **given, "model": ns.model,
-                          "defaulted": tuple(k for k in ADJUSTABLE if k not in given)})
-        new, pl, changes = fit_options(o)
+        if ns.gpu and ns.gpu_memory: raise UsageError("--gpu, --gpu-memory: name a card or its memory, not both")
+        if ns.gpu_memory is not None and ns.gpu_memory <= 0: raise UsageError(f"--gpu-memory: GiB > 0, got {ns.gpu_memory}")
+        gpu_bytes = card.total_memory if card else round(ns.gpu_memory * GiB) if ns.gpu_memory else None
+        if gpu_bytes and given.get("device", "cuda") != "cuda":
+            raise UsageError(f"--device {given['device']}: --gpu and --gpu-memory plan a CUDA run")
+        if gpu_bytes: given = {"device": "cuda", "workers": "local" if ns.gpus == 1 else "ray", **given}
+        o = RunOptions.from_flat(**{"output": "runs/plan", **given, "model": ns.path,
+                                    "defaulted": tuple(k for k in ADJUSTABLE if k not in given)})
+        free = None if ns.disk_free is None else round(ns.disk_free * GiB)
+        new, pl, changes = fit_options(o, capacity=device_capacity(o, gpu_bytes), free=free)
     except (UsageError, ValueError, OSError) as e: fail("inspect", e)
     print(pl.format())
-    print(plan_line(new, pl, changes) if changes else f"looprl.train: {Path(o.model_dir).name}: the settings given fit")
+    name = card.name if card else f"GPU of {ns.gpu_memory:g} GiB" if ns.gpu_memory else None
+    print(plan_line(new, pl, changes, device_name=name) if changes else
+          f"looprl.train: {Path(o.model_dir).name}: the settings given fit")
