@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
-from ..core.cli import UsageError, command_parser, error_message, fail
+from ..core.cli import UsageError, command_parser, error_message, fail, check_output
 from ..core.precision import PRECISIONS
 
 # %% auto #0
-__all__ = ['BENCH_USAGE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'main']
+__all__ = ['BENCH_USAGE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs', 'main']
 
 # %% ../../nbs/06a_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -229,13 +229,25 @@ def bench_result(a) -> tuple[str, object]:
     if a.cmd in ("train", "publication", "digest", "phases"): return _run_result(a)
     return _measure_result(a)
 
+# %% ../../nbs/06a_bench.ipynb #0u7e5002
+def check_bench_outputs(a):
+    "Refuse an `--out` file, `--workdir` or `--disk-dir` that cannot be written, before the benchmark starts."
+    if a.out: check_output(a.out, "--out", file=True)
+    else: check_output("runs/bench", "--out")
+    for k in ("workdir", "disk_dir"):
+        if getattr(a, k, None): check_output(getattr(a, k), "--" + k.replace("_", "-"))
+
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):
     """python -m looprl.bench
     {rollout,decode-profile,matmuls,train,publication,digest,phases,latents,flow-kl,learning,async} [options]"""
     argv = list(sys.argv[1:] if argv is None else argv)
     a = bench_parser().parse_args(argv)
-    try: name, res = bench_result(a)
+    from looprl.bench.learning import CommandFailed
+    try:
+        check_bench_outputs(a)
+        name, res = bench_result(a)
     except UsageError as e: fail("bench", f"{a.cmd}: {error_message(e)}")
+    except CommandFailed as e: fail("bench", f"{a.cmd}: {e}", code=1)
     path = write_result(name, res, a.out, argv)
     print(json.dumps(res, indent=1, default=str)); print(f"wrote {path}", file=sys.stderr)

@@ -13,8 +13,8 @@ from ..core.state import read_metrics
 
 # %% auto #0
 __all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'PEAK_TFLOPS', 'TASK_TRAIN_ARGS', 'mechanisms',
-           'read_learning_run', 'learning_run', 'spread', 'summarize', 'bench_learning', 'exit_table',
-           'bench_exit_learning', 'peak_tflops', 'run_dynamics', 'bench_task_learning']
+           'read_learning_run', 'CommandFailed', 'learning_run', 'check_train_args', 'spread', 'summarize',
+           'bench_learning', 'exit_table', 'bench_exit_learning', 'peak_tflops', 'run_dynamics', 'bench_task_learning']
 
 # %% ../../nbs/06b_learning.ipynb #fa75683e
 MECHANISMS = {"clipfrac": "PPO ratio clip", "dppo_w_clipfrac": "DPPO correction clamped to [0.5, 2]",
@@ -43,6 +43,10 @@ def read_learning_run(run: Path) -> dict:
                 delta_pass_at_k=ev[-1]["pass_at_k"] - ev[0]["pass_at_k"], eval_s=sum(e["time"]["eval_s"] for e in ev),
                 parity_max=max(u["parity_max"] for u in ups), mechanisms=mechanisms(ups))
 
+# %% ../../nbs/06b_learning.ipynb #0u7d4002
+class CommandFailed(RuntimeError):
+    "A looprl command run by a benchmark failed, or left no result it can read; the message names the command."
+
 # %% ../../nbs/06b_learning.ipynb #11aefb29
 def learning_run(algorithm: str, seed: int, out: Path, train_args: tuple = ()) -> dict:
     """One training run in a fresh process (`python -m looprl.train` with its defaults plus `train_args`), timed and
@@ -53,10 +57,28 @@ def learning_run(algorithm: str, seed: int, out: Path, train_args: tuple = ()) -
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
-    res = read_learning_run(out)
+        last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise CommandFailed(f"python -m looprl.train {' '.join(cmd[3:])} exited {r.returncode}: {last}")
+    try: res = read_learning_run(out)
+    except ValueError as e: raise CommandFailed(str(e)) from None
     return dict(algorithm=algorithm, seed=seed, command="python -m looprl.train " + " ".join(cmd[3:]), wall_s=wall,
                 train_wall_s=wall - res["eval_s"], **res)
+
+# %% ../../nbs/06b_learning.ipynb #0u7d4004
+def check_train_args(train_args: tuple):
+    "Refuse `--train-args` that `looprl.train` would refuse, or that defeat what `bench learning` measures."
+    from looprl.train import parser, options_from_args
+    ap = parser()
+    def refuse(message): raise UsageError(f"--train-args: {message}")
+    ap.error = refuse
+    ns = ap.parse_args(list(train_args))
+    if ns.no_eval: refuse("--no-eval turns off the held-out evaluations that bench learning measures")
+    if ns.stop_after is not None: refuse("--stop-after ends each run before the final held-out evaluation")
+    own = dict(algorithm="--algorithms", seed="--seeds", output="--workdir", resume="--workdir", overwrite="--workdir")
+    for k, instead in own.items():
+        if getattr(ns, k, None): refuse(f"--{k} is set by bench learning for each run (give {instead})")
+    try: options_from_args(ns).validate()
+    except UsageError as e: refuse(e)
 
 # %% ../../nbs/06b_learning.ipynb #cbeb4f5d
 TARGETS = {"grpo": 0.10, "ppo": 0.05, "dppo": 0.05, "flow-dppo": 0.05}   # gain in mean sampled held-out accuracy
@@ -91,6 +113,7 @@ def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 4
     """Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary. The
     runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is
     refused."""
+    check_train_args(train_args)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-learning-"))
     if clash := [root / f"{a}-{s}" for a in algorithms for s in seeds if (root / f"{a}-{s}").exists()]:
         raise UsageError(f"--workdir: {clash[0]} exists; give an empty --workdir, or none for a new one")
@@ -127,6 +150,7 @@ def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str
     """The embedded tiny Ouro's accuracy and depth at each threshold, before and after one GRPO run with adaptive exit
     (`--exit-threshold 0.9` unless `train_args` says otherwise), and the run's exit depth per update."""
     from looprl.model.registry import get_family
+    check_train_args(train_args)
     model = str(get_family("ouro").embedded)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="looprl-exits-"))
     out = root / f"grpo-exits-{seed}"
@@ -189,6 +213,7 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
     from looprl.tasks.data import DataError
     from looprl.run.task_model import PRESETS, read_splits
     if preset not in PRESETS: raise UsageError(f"--preset: one of {', '.join(PRESETS)}, got {preset!r}")
+    check_train_args(train_args)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"looprl-learning-{preset}-"))
     if model is None:
         model = root / f"{preset}-model"

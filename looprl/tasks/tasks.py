@@ -10,7 +10,7 @@ import argparse, hashlib, json, sys
 from fractions import Fraction
 from pathlib import Path
 from ..core.atomic import atomic_write_text
-from ..core.cli import command_parser, fail, refuse_bad_input
+from ..core.cli import command_parser, fail, refuse_bad_input, check_output
 from .rewards import math_reward
 
 # %% auto #0
@@ -116,6 +116,7 @@ def main(argv=None):
         with refuse_bad_input("tasks.data", args.out):
             if not Path(args.out).parent.is_dir():
                 raise TaskError(f"--out {args.out}: no folder {Path(args.out).parent}")
+            check_output(args.out, "--out", file=True)        # writable, before any question is generated
             rows = task_rows(args.task, args.n, args.seed, args.split, args.instruction, dict(args.config))
             atomic_write_text(args.out, "".join(json.dumps(r) + "\n" for r in rows))
     except KeyboardInterrupt: fail("tasks.data", f"interrupted; {args.out} was not written", 130)
