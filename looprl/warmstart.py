@@ -194,22 +194,24 @@ def build(out, family: str | None = None, max_steps: int = MAX_STEPS, target: fl
 
 # %% ../nbs/05d_warmstart.ipynb #wstask1c
 def task_command_line(out, preset: str, device: str, seed: int, splits_dir=None, max_steps=None,
-                      max_seconds=None) -> str:
+                      max_seconds=None, recipe: dict | None = None) -> str:
     "The command that rebuilds a task model with these settings."
     cmd = f"python -m looprl.warmstart {out} --preset {preset} --device {device} --seed {seed}"
     if splits_dir: cmd += f" --splits {splits_dir}"
     if max_steps is not None: cmd += f" --max-steps {max_steps}"
+    cmd += "".join(f" --{k.replace('_', '-')} {v:g}" for k, v in (recipe or {}).items())
     return cmd + (f" --max-seconds {max_seconds:g}" if max_seconds is not None else "")
 
 def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 0, splits_dir=None,
                      max_steps: int | None = None, max_seconds: float | None = None, evaluate_model: bool = True,
-                     log=None) -> dict:
-    "Splits, tokenizer, warm start, checkpoint and record of a task model, atomically at `out`."
-    from dataclasses import asdict
+                     log=None, recipe: dict | None = None) -> dict:
+    """Splits, tokenizer, warm start, checkpoint and record of a task model, atomically at `out`; `recipe`: preset
+    settings given instead of the preset's (`lr`, `batch_size`, `warmup`)."""
+    from dataclasses import asdict, replace
     from looprl.run.evaluation import evaluate_model as evaluate_checkpoint
     from looprl.run import task_model as tm
     from looprl.bench import environment
-    out, p = check_output(out), tm.PRESETS[preset]
+    out, p = check_output(out), replace(tm.PRESETS[preset], **(recipe or {}))
     splits = tm.read_splits(splits_dir) if splits_dir else tm.task_splits(p)
     tok = tm.train_tokenizer([r["prompt"] + r["label"] for r in splits["train"]], p.vocab_size)
     t0 = time.perf_counter()
@@ -219,7 +221,7 @@ def build_task_model(out, preset: str = "mid", device: str = "cpu", seed: int = 
         for name, doc in tm.tokenizer_files(tok, model.cfg.max_positions).items():
             (ck / name).write_text(json.dumps(doc, indent=1) + "\n")
         files, seeds = tm.write_splits(splits, ck / "splits"), dict(p.split_seeds)
-        rec = dict(command=task_command_line(out, preset, device, seed, splits_dir, max_steps, max_seconds),
+        rec = dict(command=task_command_line(out, preset, device, seed, splits_dir, max_steps, max_seconds, recipe),
                    preset=preset, settings=asdict(p), seed=seed, device=device,
                    **{k: v for k, v in tl.items() if k != "losses"}, losses_every_10=tl["losses"][::10],
                    splits={n: dict(file=f"splits/{n}.jsonl", rows=len(r), seed=seeds[n],
@@ -249,16 +251,19 @@ def main_task_model(a, log):
     if a.max_steps is not None and a.max_steps < 1: raise UsageError(f"--max-steps must be ≥ 1, got {a.max_steps}")
     if a.max_seconds is not None and not a.max_seconds > 0:
         raise UsageError(f"--max-seconds must be > 0, got {a.max_seconds}")
+    recipe = {k: getattr(a, k) for k in ("lr", "batch_size") if getattr(a, k) is not None}
+    if any(v <= 0 for v in recipe.values()):
+        raise UsageError(f"--lr and --batch-size must be > 0, got {a.lr} and {a.batch_size}")
     if a.splits: tm.read_splits(a.splits)                # bad splits refused before any work
     if a.write_splits:
         files = tm.write_splits(tm.task_splits(tm.PRESETS[a.preset]), check_output(a.out))
         return print(json.dumps({n: str(f) for n, f in files.items()}))
     rec = build_task_model(a.out, a.preset, a.device, a.seed, a.splits, a.max_steps, a.max_seconds,
-                           evaluate_model=not a.no_evaluate, log=log)
+                           evaluate_model=not a.no_evaluate, log=log, recipe=recipe)
     print(json.dumps({k: v for k, v in rec.items() if k not in ("dev_curve", "losses_every_10", "settings")}))
 
 # %% ../nbs/05d_warmstart.ipynb #wspre2c
-TINY_ONLY = ("family", "target_accuracy", "no_target", "batch_size", "lr")     # the embedded models' recipe
+TINY_ONLY = ("family", "target_accuracy", "no_target")     # the embedded models' recipe
 TASK_ONLY = ("device", "splits", "write_splits", "max_seconds")                # the task presets'
 
 def refuse_other_presets_settings(a) -> None:
@@ -286,8 +291,8 @@ def main(argv=None):
                     help=f"stop at this dev greedy accuracy (default {TARGET})")
     ap.add_argument("--no-target", action="store_true", help="train all --max-steps steps, no dev checks")
     ap.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the data order and the latents")
-    ap.add_argument("--batch-size", type=int, help=f"examples per step (default {BATCH_SIZE})")
-    ap.add_argument("--lr", type=float, help=f"learning rate after warm-up (default {LR:g})")
+    ap.add_argument("--batch-size", type=int, help=f"examples per step (default {BATCH_SIZE}, or the preset's)")
+    ap.add_argument("--lr", type=float, help=f"learning rate after warm-up (default {LR:g}, or the preset's)")
     ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
     a = ap.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)
