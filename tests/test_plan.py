@@ -1,11 +1,13 @@
 """The plan's choices and refusals, out-of-memory errors in each phase and failing checkpoint writes as one line with
 the last checkpoint intact, and checkpoints written in the background equal to those written in the update's time."""
-import json
+import json, shlex, shutil
+from pathlib import Path
 import pytest, torch
 import looprl.run.plan as plan
 import looprl.run.checkpoint_writer as writer
 from looprl.core.state import latest_checkpoint, CHECKPOINTS
 from looprl.train import main
+from looprl.run.options import RunOptions
 
 ARGS = ["--updates", "2", "--rollout-batch-size", "2", "--max-response-tokens", "6", "--no-eval", "--no-progress"]
 
@@ -275,3 +277,57 @@ def test_policies_are_exported_while_the_checkpoint_is_written(monkeypatch, caps
     else: assert seen == [(1, []), (2, ["update-000001"])], seen          # each export beside its checkpoint's write
     assert sorted(p.name for p in (out / CHECKPOINTS).iterdir() if p.is_dir()) == ["update-000002"]
     assert sorted(p.name for p in (out / "policies").iterdir() if p.is_dir()) == ["update-000001", "update-000002"]
+
+
+STORED_H100 = sorted((Path(__file__).parents[1] / "benchmarks/results/h100").glob("fit-runs-huginn-0125-grpo-*.json"))
+
+def inspect_plan(capsys, tmp_path, *args) -> tuple[int, str, str]:
+    "`python -m looprl.inspect <Huginn-0125 layout> --plan ARGS` in this process: (exit status, stdout, stderr)."
+    from looprl.inspect import main as inspect_main
+    model = tmp_path / "h0125"; model.mkdir(exist_ok=True)
+    shutil.copy(Path(plan.__file__).parents[1] / "assets" / "configs" / "huginn-0125.json", model / "config.json")
+    try: inspect_main([str(model), "--plan", "--output", str(tmp_path / "run"), *args]); code = 0
+    except SystemExit as e: code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+def test_plan_for_an_h100_from_a_host_without_one_is_the_plan_train_made_on_it(capsys, tmp_path):
+    """`inspect --plan --gpu h100` on this CPU host chooses the changes and the memory plan that `train` chose on an H100
+    (the stored fit run of `benchmarks/gpu/fit.sh`, whose plan then switched to SGD itself: here SGD is given). AdamW is
+    refused, naming what SGD needs. Twin: the same plan for a card 2 GiB smaller differs from the stored one."""
+    assert STORED_H100, "no stored H100 fit run"
+    run = json.loads(STORED_H100[-1].read_text())["runs"][0]
+    stored = run["looprl_lines"][0].split(" (plan ")
+    argv = shlex.split(run["command"])[3:]
+    given = [a for a in argv[argv.index("--algorithm"):] if a not in ("--output", "/tmp/fit/grpo-h0125")]
+    card = ["--gpu", "h100", "--disk-free", f"{run['disk_free_gib_before']}", *given]
+    code, out, err = inspect_plan(capsys, tmp_path, *card, "--optimizer", "sgd")
+    line = out.strip().splitlines()[-1].split(" (plan ")
+    assert code == 0 and line[0] == stored[0].replace(", --optimizer sgd", ""), (out, err, stored)
+    assert line[1].split(";")[0] == stored[1].split(";")[0]                 # plan 77 of 79 GiB
+    o = RunOptions.from_flat(model=str(tmp_path / "h0125"), output=str(tmp_path / "run"), device="cuda",
+                             workers="local", algorithm="grpo", updates=3, no_eval=True, optimizer="sgd",
+                             defaulted=plan.ADJUSTABLE)
+    cap = {"GPU": plan.GPU_CARDS["h100"].total_memory}
+    _, pl, _ = plan.fit_options(o, capacity=cap, free=1 << 40)
+    assert {k: round(v / plan.GiB, 3) for k, v in pl.memory["GPU"].items()} == run["plan_gib"]
+    code, out, err = inspect_plan(capsys, tmp_path, *card)
+    assert code == 2 and len(err.splitlines()) == 1 and out == "", (out, err)
+    assert "the largest item is actor optimizer" in err and "--optimizer sgd fits (--recompute, --engine-batch 32;" in err
+    code, out, err = inspect_plan(capsys, tmp_path, *card[2:], "--gpu-memory", "77.2", "--optimizer", "sgd")
+    assert code != 0 or out.strip().splitlines()[-1].split(" (plan ")[0] != stored[0].replace(", --optimizer sgd", "")
+
+def test_plan_for_cuda_on_a_host_without_it_is_refused(capsys, tmp_path):
+    "`--device cuda` on a host without CUDA and no card named: one line naming --gpu, never host memory for a GPU's."
+    if torch.cuda.is_available(): pytest.skip("this host has CUDA")
+    code, out, err = inspect_plan(capsys, tmp_path, "--device", "cuda", "--algorithm", "grpo")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "--plan --gpu h100" in err, (out, err)
+    code, out, err = inspect_plan(capsys, tmp_path, "--device", "cpu", "--gpu", "h100")
+    assert code == 2 and "--gpu and --gpu-memory plan a CUDA run" in err, err
+
+def test_inspect_help_documents_the_plan(capsys):
+    from looprl.inspect import main as inspect_main
+    with pytest.raises(SystemExit): inspect_main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--plan", "--gpu", "--gpu-memory", "--disk-free", "--algorithm", "--device", "--optimizer"):
+        assert flag in text, flag

@@ -123,7 +123,7 @@ class Plan:
     disk: dict                # item → bytes
     # bytes free where the run directory is (plus what its checkpoints already hold, on resume)
     disk_free: int
-    settings: dict = field(default_factory=dict)   # the settings the plan was made for (those the plan may change)
+    settings: dict = field(default_factory=dict)   # the settings the plan was made for (those it may change, the optimizer)
 
     def used(self, dev: str) -> int: return sum(self.memory[dev].values())
     @property
@@ -154,8 +154,7 @@ class GpuCard:
     name: str             # as torch.cuda.get_device_name() reports it
     total_memory: int     # bytes, as torch.cuda.get_device_properties(0).total_memory reports it
 
-GPU_CARDS = {"h100": GpuCard("NVIDIA H100 80GB HBM3", 85_029_158_912),
-             "h200": GpuCard("NVIDIA H200", 150_110_683_136)}
+GPU_CARDS = {"h100": GpuCard("NVIDIA H100 80GB HBM3", 85_017_493_504)}
 
 # %% ../../nbs/04h_plan.ipynb #486c8e4b
 def device_capacity(o, gpu_bytes: int | None = None) -> dict:
@@ -188,7 +187,7 @@ def make_plan(o, cfg: LoopedConfig | None = None, capacity: dict | None = None, 
     cfg = cfg or load_config(o.model_dir)
     counts = counts or model_counts(cfg)
     return Plan(memory_items(cfg, o, counts), capacity or device_capacity(o), disk_items(cfg, o, counts),
-                disk_free(o.output) if free is None else free, {k: o.flat()[k] for k in ADJUSTABLE})
+                disk_free(o.output) if free is None else free, {k: o.flat()[k] for k in ADJUSTABLE + ("optimizer",)})
 
 # %% ../../nbs/04h_plan.ipynb #9588248c
 def _candidates(o):
@@ -218,18 +217,20 @@ def changes_line(old, new) -> str:
     return ", ".join(flags)
 
 # %% ../../nbs/04h_plan.ipynb #c17d245f
-def refusal(pl: Plan) -> str:
-    "One line saying why the plan cannot run: the device that does not fit and its largest item, or the disk."
+def refusal(pl: Plan, sgd: bool = True) -> str:
+    """One line saying why the plan cannot run: the device that does not fit and its largest item, or the disk; `sgd`:
+    whether `--optimizer sgd` is named among the ways out (False once SGD was tried)."""
     for d in pl.memory:
         if pl.used(d) > pl.capacity[d]:
             name, b = pl.largest(d)
             return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; "
                     f"the largest item is {name} ({b / GiB:.1f} GiB): lower --micro-batch-size or --engine-batch, add "
-                    "--recompute, use --optimizer sgd or lower --rollout-batch-size")
+                    f"--recompute, {'use --optimizer sgd or ' if sgd and pl.settings.get('optimizer') == 'adamw' else ''}lower "
+                    "--rollout-batch-size")
     name, b = max(pl.disk.items(), key=lambda kv: kv[1])
     s = pl.settings
     fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1),
-                               ("--optimizer sgd", s.get("optimizer") == "adamw")) if needed]
+                               ("--optimizer sgd", sgd and s.get("optimizer") == "adamw")) if needed]
     return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB "
             f"are free; the largest item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
 
@@ -245,8 +246,9 @@ def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
         pl = make_plan(c, cfg, capacity, free, counts)
         first = first or pl
         if pl.fits_memory and pl.fits_disk: return c, pl, changes_line(o, c)
-    why = refusal(first if not o.defaulted else pl)
-    if o.trainer.optimizer == "adamw":
+    adamw = o.trainer.optimizer == "adamw"
+    why = refusal(first if not o.defaulted else pl, sgd=not adamw)      # AdamW: SGD tried here, named if it fits
+    if adamw:
         try: _, sgd, changes = fit_options(o.replaced(optimizer="sgd"), cfg, capacity, free, counts)
         except UsageError: raise UsageError(why) from None
         why += (f"; --optimizer sgd fits ({changes + '; ' if changes else ''}{sgd.figures()}): the plan never changes "
