@@ -61,7 +61,9 @@ PRESETS = {
                              task_config=(("min_terms", 2), ("max_terms", 3), ("min_digits", 1), ("max_digits", 1)),
                              splits=(("train", 3000), ("dev", 128), ("heldout", 256)), batch_size=64, lr=2e-3,
                              warmup=50, max_steps=1500, max_seconds=3600.0, target=0.4, check_every=50),
-    "mid": TaskModelPreset(n_embd=1024, n_heads=8, intermediate_size=2816, recurrence=8),
+    # mid's lr: on one H100, 5e-4 diverged after warm-up (loss 1.48 at step 100, 2.24 from step 300); 1e-4, 2e-4 and
+    # 3e-4 kept falling (0.74-0.99 at step 500; benchmarks/results/h100/warmstart-mid-lr-sweep.json)
+    "mid": TaskModelPreset(n_embd=1024, n_heads=8, intermediate_size=2816, recurrence=8, lr=2e-4),
 }
 
 # %% ../../nbs/04o_task_model.ipynb #30f3c881
