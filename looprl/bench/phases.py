@@ -86,7 +86,7 @@ def phase_summary(runs: list[dict]) -> dict:
 
 # %% ../../nbs/06f_bench_phases.ipynb #e457abc0
 def bench_phases(model: str, algorithm: str = "grpo", pairs: int = 3, updates: int = 3,
-                 workdir: str = "/tmp/looprl-phases",
+                 workdir: str = "runs/bench/phases",
                  extra: tuple = (), device: str = "cuda", max_runs: int | None = None, ledger: str | None = None,
                  run=run_phase) -> dict:
     """Eager vs CUDA-graph decoding over complete runs (startup, rollout, reward, training, publication, checkpoint) in
