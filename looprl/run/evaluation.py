@@ -1,4 +1,4 @@
-"""Held-out accuracy of a checkpoint or a run: greedy, sampled and pass@k, through the rollout engine.
+"""Held-out accuracy of a checkpoint or a run: greedy, sampled, unbiased pass@k and mean@k, through the rollout engine.
 
 Docs: https://looprl.github.io/looprl/evaluation.html.md"""
 
@@ -18,8 +18,8 @@ from ..rollout.records import Request
 from ..rollout.exits import ExitRule, check_exit_rule
 
 # %% auto #0
-__all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'accuracies', 'evaluate', 'summary_line', 'model_generate',
-           'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model']
+__all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'pass_at_k', 'mean_at_k', 'accuracies', 'evaluate',
+           'summary_line', 'model_generate', 'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model']
 
 # %% ../../nbs/04l_evaluation.ipynb #2bffd6ca
 @dataclass(frozen=True)
@@ -73,14 +73,32 @@ def mean_ci(xs: list[float]) -> tuple[float, float]:
     var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
     return m, 1.96 * math.sqrt(var / n)
 
+# %% ../../nbs/04l_evaluation.ipynb #766222a5
+def pass_at_k(scores: list[float], k: int) -> float:
+    """Unbiased pass@k from n ≥ k scores: the mean over all k-subsets of their best score (binary: 1 − C(n−c, k)/C(n,
+    k))."""
+    n = len(scores)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise ValueError(f"pass@k: k must be an int in [1, {n}] (the number of samples), got {k!r}")
+    return sum(s * (math.comb(i, k - 1) / math.comb(n, k)) for i, s in enumerate(sorted(scores)))
+
+def mean_at_k(scores: list[float], k: int) -> float:
+    "Unbiased mean@k from n ≥ k scores: the mean over all k-subsets of their mean score, which is the mean of all n."
+    pass_at_k(scores, k)                                       # the same check of k
+    return sum(scores) / len(scores)
+
 # %% ../../nbs/04l_evaluation.ipynb #5d8ec588
 def accuracies(greedy: list[float], sampled: list[list[float]]) -> dict:
-    """Greedy accuracy, sampled accuracy and pass@K over questions, each with its 95 % half-width (no samples: greedy
-    only)."""
+    """Greedy accuracy, sampled accuracy, pass@k for k = 1 … K (`pass_at_{k}`; `pass_at_k` is pass@K) and mean@K over
+    questions, each with its 95 % half-width (no samples: greedy only)."""
     out = dict(zip(("greedy_accuracy", "greedy_ci"), mean_ci(greedy)))
     if sampled and sampled[0]:
         out.update(zip(("sampled_accuracy", "sampled_ci"), mean_ci([sum(s) / len(s) for s in sampled])))
         out.update(zip(("pass_at_k", "pass_at_k_ci"), mean_ci([max(s) for s in sampled])))
+        n = min(map(len, sampled))
+        for k in range(1, n + 1):
+            out.update(zip((f"pass_at_{k}", f"pass_at_{k}_ci"), mean_ci([pass_at_k(s, k) for s in sampled])))
+        out.update(zip((f"mean_at_{n}", f"mean_at_{n}_ci"), mean_ci([mean_at_k(s, n) for s in sampled])))
     return out
 
 # %% ../../nbs/04l_evaluation.ipynb #37643a06
@@ -110,8 +128,11 @@ def summary_line(r: dict) -> str:
     pct = lambda k, ci: f"{100 * r[k]:.1f}% ± {100 * r[ci]:.1f}"
     line = f"{r['questions']} questions: greedy {pct('greedy_accuracy', 'greedy_ci')}"
     if r["samples"]:
+        n = r["samples"]
         line += (f" · sampled at T={r['temperature']:g} {pct('sampled_accuracy', 'sampled_ci')} "
-                 f"({r['samples']} samples) · pass@{r['samples']} {pct('pass_at_k', 'pass_at_k_ci')}")
+                 f"({n} samples) · pass@{n} {pct('pass_at_k', 'pass_at_k_ci')}")
+        if n > 1 and f"pass_at_{n}" in r:           # evaluations recorded before the unbiased pass@k have pass@K only
+            line += f" · pass@1…{n} " + " / ".join(f"{100 * r[f'pass_at_{k}']:.1f}" for k in range(1, n + 1)) + "%"
     if ExitRule(r.get("exit_threshold", 1.0), r.get("exit_mode", "threshold")).adaptive:
         line += f" · mean exit depth {r['mean_exit_depth']:.2f} (exit {r['exit_mode']} q={r['exit_threshold']:g})"
     return line
