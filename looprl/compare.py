@@ -13,6 +13,7 @@ from .core.cli import UsageError, command_parser, refuse_bad_input
 from .core.state import (RunError, contract_differences, latest_checkpoint, read_contract, read_metrics,
                                rank_file, MEGATRON_STATE)
 from .core.bitwise import differences
+from .training.settings import CRITIC_FREE
 
 
 # %% auto #0
@@ -126,8 +127,8 @@ def each(prefix: str, obj) -> dict:
 
 # %% ../nbs/05g_compare.ipynb #2e7969e4
 def _learners(r: dict) -> tuple:
-    "The learners a run has by its contract: the actor, and the critic unless the algorithm is GRPO."
-    return ("actor",) if dig(r["contract"], "algorithm") == "grpo" else ("actor", "critic")
+    "The learners a run has by its contract: the actor, and the critic unless the algorithm is critic-free."
+    return ("actor",) if dig(r["contract"], "algorithm") in CRITIC_FREE else ("actor", "critic")
 
 def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
 
@@ -252,7 +253,10 @@ def _unless(test, reason: str):
     "A not-applicable rule: `reason` when `test(contract)` holds."
     return lambda c: reason if test(c) else None
 
-_NO_CRITIC = _unless(lambda c: dig(c, "algorithm") == "grpo", "algorithm grpo")
+def _NO_CRITIC(c):
+    "No critic, values or returns: n/a for a critic-free algorithm (named)."
+    return f"algorithm {dig(c, 'algorithm')}" if dig(c, "algorithm") in CRITIC_FREE else None
+
 FIELD_SPECS = {
     "actor": (_actor, None),
     "master": (_master, _unless(lambda c: dig(c, "settings", "precision") == "fp32", "precision fp32")),

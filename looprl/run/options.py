@@ -31,8 +31,8 @@ __all__ = ['NESTED', 'TRANSPORT_NAMES', 'SETTING_CHOICES', 'NOT_STORED', 'Rollou
 @dataclass
 class RolloutSettings:
     "How an update samples its completions."
-    rollout_batch_size: int | None = None   # prompts per update (default: 16 for GRPO, 64 completions; 32 otherwise)
-    n_samples_per_prompt: int | None = None # completions per prompt (default: 4 for GRPO, 1 otherwise)
+    rollout_batch_size: int | None = None   # prompts per update (default: 16 critic-free, 64 completions; 32 otherwise)
+    n_samples_per_prompt: int | None = None # completions per prompt (default: 4 for GRPO, GSPO and CISPO; 1 otherwise)
     max_prompt_tokens: int = 128            # longer prompts are dropped, and counted
     max_response_tokens: int = 48           # tokens per completion at most
     temperature: float = 0.8                # sampling temperature (the trainer replays at the recorded one)
@@ -99,23 +99,20 @@ class RunOptions:
 @patch(as_prop=True)
 def algorithm(self: RunOptions) -> str: return self.trainer.algorithm
 
-# %% ../../nbs/04f_options.ipynb #d492534d
 @patch(as_prop=True)
 def group_size(self: RunOptions) -> int:
-    "Completions per prompt: --n-samples-per-prompt, else 4 for GRPO and 1 otherwise."
-    return self.rollout.n_samples_per_prompt or (4 if self.algorithm == "grpo" else 1)
+    "Completions per prompt: --n-samples-per-prompt, else 4 for the critic-free objectives (group advantages), else 1."
+    return self.rollout.n_samples_per_prompt or (1 if self.trainer.use_critic else 4)
 
-# %% ../../nbs/04f_options.ipynb #ca2c0b86
 @patch(as_prop=True)
 def prompts_per_update(self: RunOptions) -> int:
-    "Prompts per update: --rollout-batch-size, else 16 for GRPO and 32 otherwise."
-    return self.rollout.rollout_batch_size or (16 if self.algorithm == "grpo" else 32)
+    "Prompts per update: --rollout-batch-size, else 16 for the critic-free objectives and 32 otherwise."
+    return self.rollout.rollout_batch_size or (32 if self.trainer.use_critic else 16)
 
 # %% ../../nbs/04f_options.ipynb #008ec411
 def default_workers(o: RunOptions) -> str:
     """Where the workers go without --workers: in this process on the CPU; under Ray with --device cuda (the engine on a
-    GPU of its own), except on a host with one GPU and one trainer process, where both share that GPU in this
-    process."""
+    GPU of its own), except on a host with one GPU and one trainer process, where both share it in this process."""
     if o.ray_address: return "ray"
     if o.device != "cuda": return "local"
     return "local" if torch.cuda.device_count() == 1 and o.trainer_processes == 1 else "ray"
@@ -133,7 +130,6 @@ def model_dir(self: RunOptions) -> Path:
     "--model, else the embedded tiny model of the default family."
     return Path(self.model) if self.model else Path(default_family().embedded)
 
-# %% ../../nbs/04f_options.ipynb #aec3bdd6
 @patch(as_prop=True)
 def data_path(self: RunOptions) -> Path: return Path(self.data) if self.data else EMBEDDED_DATA
 
@@ -224,10 +220,9 @@ def validate(self: RolloutSettings) -> RolloutSettings:
 # %% ../../nbs/04f_options.ipynb #77eef758
 @patch
 def check_rollout_size(self: RunOptions):
-    "GRPO's groups, and completions that split evenly over the optimizer steps of one rollout."
-    G, steps = self.group_size, self.trainer.minibatches
-    check(not (self.algorithm == "grpo" and G < 2),
-          "--n-samples-per-prompt: GRPO needs at least 2 completions per prompt")
+    "Groups for the critic-free objectives, and completions that split evenly over the optimizer steps of one rollout."
+    G, steps, a = self.group_size, self.trainer.minibatches, self.algorithm
+    check(self.trainer.use_critic or G >= 2, f"--n-samples-per-prompt: {a} compares completions within a group (≥ 2)")
     check((self.prompts_per_update * G) % steps == 0,
           f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
           f"must divide into {steps} equal parts, one per optimizer step")
@@ -237,8 +232,8 @@ TRANSPORT_NAMES = ("memory", "disk", "nccl")   # implemented by looprl.run.worke
 
 @patch
 def check_device_settings(self: RunOptions):
-    """Device, workers, transport, engine and backend that can work together. Where the workers
-    can run is the placement's rule (`placement_refusal`), checked when the run is prepared."""
+    """Device, workers, transport, engine and backend that can work together. Where the workers can run is the
+    placement's rule (`placement_refusal`), checked when the run is prepared."""
     o = self
     check(o.transport in TRANSPORT_NAMES,
           f"--transport: {o.transport!r} is not memory, disk or nccl")
@@ -288,7 +283,7 @@ def check_exits(self: RunOptions):
           f"--exit-threshold/--exit-mode: the {self.trainer.backend} backend replays full depth only; use --backend "
           "torch")
     check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
-          "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo or dppo")
+          "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo, dppo, gspo or cispo")
 
 
 # %% ../../nbs/04f_options.ipynb #8c3b5c8b

@@ -197,6 +197,8 @@ def prepare(o: RunOptions) -> Prepared:
     if compile_blocks is None: compile_blocks = o.device == "cuda" and o.trainer_processes == 1
     settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device),
                        compile_blocks=compile_blocks, replay=o.trainer.replay or ("training" if o.async_ else "engine"))
+    if settings.loss_agg == "seq-mean-token-sum-norm" and settings.loss_agg_tokens is None:   # Dr. GRPO's constant
+        settings = replace(settings, loss_agg_tokens=o.rollout.max_response_tokens)
     check_tensor_parallel(o, cfg, settings.precision)
     contract = run_contract(o, cfg, settings, model_sha, rows)
     return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)

@@ -1,4 +1,4 @@
-"""GAE, group advantages, the PPO, GRPO, DPPO, Flow-DPPO and value losses, as pure functions over masked batches.
+"""GAE, group advantages, the value loss and the PPO, GRPO, DPPO, GSPO, CISPO and Flow-DPPO losses, as pure functions.
 
 Docs: https://looprl.github.io/looprl/objectives.html.md"""
 
@@ -12,8 +12,8 @@ from ..rollout.sampling import chunked_logsumexp, selected_logprobs, vocab_spans
 
 # %% auto #0
 __all__ = ['AGGREGATIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae', 'grpo_advantages', 'ppo_policy_loss',
-           'dppo_policy_loss', 'categorical_kl', 'token_entropy', 'entropy_from_logits', 'flow_dppo_policy_loss',
-           'flow_dppo_halves', 'value_loss']
+           'dppo_policy_loss', 'gspo_policy_loss', 'cispo_policy_loss', 'categorical_kl', 'token_entropy',
+           'entropy_from_logits', 'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss']
 
 # %% ../../nbs/03a_objectives.ipynb #8922a146
 def _valid(mask: torch.Tensor) -> torch.Tensor: return mask if mask.dtype == torch.bool else mask != 0
@@ -41,12 +41,18 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, 
     return torch.where(_valid(mask), out, torch.zeros((), dtype=out.dtype, device=out.device))
 
 # %% ../../nbs/03a_objectives.ipynb #ae5c4eb9
-AGGREGATIONS = ("seq-mean-token-mean", "token-mean")
+AGGREGATIONS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum-norm")
 
-def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-token-mean") -> torch.Tensor:
-    "Reduce a per-token loss [N, T] to a scalar: mean over sequences of token means, or one token mean."
+def aggregate(loss_tok: torch.Tensor, mask: torch.Tensor, mode: str = "seq-mean-token-mean",
+              norm: float | None = None) -> torch.Tensor:
+    """Reduce a per-token loss [N, T] to a scalar: mean over sequences of token means, one token mean, or the mean over
+    sequences of token sums divided by the constant `norm` (Dr. GRPO)."""
     if mode == "seq-mean-token-mean": return masked_mean(loss_tok, mask, dim=-1).mean()
     if mode == "token-mean": return masked_mean(loss_tok, mask)
+    if mode == "seq-mean-token-sum-norm":
+        if isinstance(norm, bool) or not isinstance(norm, (int, float)) or not norm > 0:
+            raise ValueError(f"aggregate: seq-mean-token-sum-norm divides by a constant token count > 0, got {norm!r}")
+        return (masked_sum(loss_tok, mask, dim=-1) / norm).mean()
     raise ValueError(f"unknown aggregation {mode!r}; choose one of {', '.join(AGGREGATIONS)}")
 
 # %% ../../nbs/03a_objectives.ipynb #430099ef
@@ -84,15 +90,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: 
     return adv, torch.where(m, adv + V, zero)
 
 # %% ../../nbs/03a_objectives.ipynb #080172bb
-def grpo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    "Group-normalised advantages (R − group mean) / (unbiased group std + 1e-6), groups = consecutive blocks; [N]."
+def grpo_advantages(rewards: torch.Tensor, group_size: int, std: bool = True) -> torch.Tensor:
+    """Group-relative advantages R − group mean, divided by (unbiased group std + 1e-6) unless not `std` (Dr. GRPO);
+    groups = consecutive blocks; [N]."""
     if int(group_size) < 2: raise ValueError(f"GRPO needs at least 2 completions per prompt (group_size={group_size})")
     if rewards.dim() != 1: raise ValueError(f"grpo_advantages: rewards must be [N], got {tuple(rewards.shape)}")
     N, G = rewards.shape[0], int(group_size)
     if N % G: raise ValueError(f"grpo_advantages: {N} rewards are not a whole number of groups of {G}")
     _check_rewards(rewards, N, "grpo_advantages")
     r = rewards.view(-1, G).to(torch.float64 if rewards.dtype == torch.float64 else torch.float32)
-    adv = (r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + 1e-6)
+    adv = r - r.mean(-1, keepdim=True)
+    if std: adv = adv / (r.std(-1, keepdim=True) + 1e-6)
     flat = (r == r[:, :1]).all(-1, keepdim=True)
     return torch.where(flat, torch.zeros((), dtype=r.dtype, device=r.device), adv).view(N)
 
@@ -124,18 +132,19 @@ def _clipped_surrogate(ratio, A, clip_low, clip_high):
 
 # %% ../../nbs/03a_objectives.ipynb #dac34d07
 def ppo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 0.2, clip_high: float = 0.2,
-                    agg: str = "seq-mean-token-mean"):
+                    agg: str = "seq-mean-token-mean", agg_norm: float | None = None):
     "Clipped PPO surrogate against the behaviour log-probs; returns (loss, metrics)."
     m = _valid(mask)
     A = _token_adv(advantages, mask).to(logp.dtype)
     log_ratio = _log_ratio(logp, logp_old, m)
     loss_tok, clipped = _clipped_surrogate(log_ratio.exp(), A, clip_low, clip_high)
-    return aggregate(loss_tok, mask, agg), dict(clipfrac=_f(masked_mean(clipped.float(), m)),
+    return aggregate(loss_tok, mask, agg, agg_norm), dict(clipfrac=_f(masked_mean(clipped.float(), m)),
                                                 **_ratio_metrics(log_ratio, m))
 
 # %% ../../nbs/03a_objectives.ipynb #77003a6c
 def dppo_policy_loss(logp, logp_prox, logp_behaviour, advantages, mask, clip_low: float = 0.2, clip_high: float = 0.2,
-                     w_low: float = 0.5, w_high: float = 2.0, agg: str = "seq-mean-token-mean"):
+                     w_low: float = 0.5, w_high: float = 2.0, agg: str = "seq-mean-token-mean",
+                     agg_norm: float | None = None):
     "Decoupled PPO: clip πθ/π_prox, weight by clamp(π_prox/π_behaviour, w_low, w_high); returns (loss, metrics)."
     if logp_prox is None:
         raise ValueError("dppo_policy_loss: logp_prox is None — DPPO needs the proximal log-probs (the pre-update "
@@ -153,7 +162,45 @@ def dppo_policy_loss(logp, logp_prox, logp_behaviour, advantages, mask, clip_low
     met = dict(clipfrac=_f(masked_mean(clipped.float(), m)), **_ratio_metrics(log_ratio, m),
                dppo_w_mean=_f(masked_mean(w, m)), dppo_w_clipfrac=_f(masked_mean((w != w_raw).float(), m)),
                behaviour_kl=_f(masked_mean(torch.expm1(log_w) - log_w, m)))
-    return aggregate(surrogate * w, mask, agg), met
+    return aggregate(surrogate * w, mask, agg, agg_norm), met
+
+# %% ../../nbs/03a_objectives.ipynb #e0aeee1d
+def _seq_adv(advantages: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    "One advantage per sequence: `[N]` as given, or the mean of `[N, T]` over the sequence's tokens."
+    if advantages.dim() == 1:
+        if advantages.shape[0] != m.shape[0]:
+            raise ValueError(f"advantages {tuple(advantages.shape)} do not match mask {tuple(m.shape)}")
+        return advantages.detach()
+    return masked_mean(_token_adv(advantages, m), m, dim=-1)
+
+def gspo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 3e-4, clip_high: float = 4e-4,
+                     agg: str = "seq-mean-token-mean", agg_norm: float | None = None):
+    "GSPO: the length-normalised sequence ratio, clipped per sequence, times the sequence's advantage; (loss, metrics)."
+    m = _valid(mask)
+    A = _seq_adv(advantages, m).to(logp.dtype)
+    log_ratio = _log_ratio(logp, logp_old, m)
+    s = masked_mean(log_ratio, m, dim=-1).exp()                        # [N]: exp of the mean token log-ratio
+    loss_seq, clipped = _clipped_surrogate(s, A, clip_low, clip_high)
+    has = m.any(-1)
+    met = dict(clipfrac=_f(masked_mean(clipped[:, None].expand(m.shape).float(), m)),
+               seq_clipfrac=_f(masked_mean(clipped.float(), has)), seq_ratio_dev=_f(masked_mean((s - 1).abs(), has)),
+               **_ratio_metrics(log_ratio, m))
+    return aggregate(loss_seq[:, None].expand(m.shape), mask, agg, agg_norm), met
+
+# %% ../../nbs/03a_objectives.ipynb #5471c0b8
+def cispo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 1.0, clip_high: float = 4.0,
+                      agg: str = "seq-mean-token-mean", agg_norm: float | None = None):
+    "CISPO: −sg(clip(r, 1 − ε_low, 1 + ε_high)) · A · log π per token; returns (loss, metrics)."
+    m = _valid(mask)
+    A = _token_adv(advantages, mask).to(logp.dtype)
+    log_ratio = _log_ratio(logp, logp_old, m)
+    r = log_ratio.detach().exp()
+    w = r.clamp(1 - clip_low, 1 + clip_high)
+    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    loss_tok = -w * A * torch.where(m, logp, zero)                     # padding's log-probs may be −inf
+    met = dict(clipfrac=_f(masked_mean((w != r).float(), m)), cispo_w_mean=_f(masked_mean(w, m)),
+               **_ratio_metrics(log_ratio, m))
+    return aggregate(loss_tok, mask, agg, agg_norm), met
 
 # %% ../../nbs/03a_objectives.ipynb #1f34a240
 def categorical_kl(old_logprobs: torch.Tensor, logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:
@@ -187,7 +234,8 @@ def entropy_from_logits(logits: torch.Tensor, mask: torch.Tensor, chunk_size: in
 
 # %% ../../nbs/03a_objectives.ipynb #a5f15b57
 def flow_dppo_policy_loss(logits, old_logprobs, actions, advantages, mask, budget: float = 0.01,
-                          chunk_size: int | None = 8192, agg: str = "seq-mean-token-mean"):
+                          chunk_size: int | None = 8192, agg: str = "seq-mean-token-mean",
+                          agg_norm: float | None = None):
     "Categorical Flow-DPPO: full-vocabulary KL gate on outward tokens, no ratio clip; returns (loss, metrics)."
     if old_logprobs is None:
         raise ValueError("flow_dppo_policy_loss: old_logprobs is None — Flow-DPPO needs the frozen full-vocabulary "
@@ -214,7 +262,7 @@ def flow_dppo_policy_loss(logits, old_logprobs, actions, advantages, mask, budge
                kl_nonfinite_frac=_f(masked_mean((~torch.isfinite(kl)).float(), m)),
                **_ratio_metrics(log_ratio, m),
                entropy=_f(entropy_from_logits(logits.detach(), m, chunk_size)))
-    return aggregate(loss_tok, mask, agg), met
+    return aggregate(loss_tok, mask, agg, agg_norm), met
 
 # %% ../../nbs/03a_objectives.ipynb #c57f3fe6
 def flow_dppo_halves(n: int) -> tuple[list[int], list[int]]:
@@ -225,7 +273,8 @@ def flow_dppo_halves(n: int) -> tuple[list[int], list[int]]:
     return list(range(n // 2)), list(range(n // 2, n))
 
 # %% ../../nbs/03a_objectives.ipynb #423cf6a5
-def value_loss(values, values_old, returns, mask, clip: float | None = 0.2, agg: str = "seq-mean-token-mean"):
+def value_loss(values, values_old, returns, mask, clip: float | None = 0.2, agg: str = "seq-mean-token-mean",
+               agg_norm: float | None = None):
     "Clipped critic loss max((V_clip − R)², (V − R)²); returns (loss, metrics)."
     m = _valid(mask)
     zero = torch.zeros((), dtype=values.dtype, device=values.device)
@@ -238,4 +287,4 @@ def value_loss(values, values_old, returns, mask, clip: float | None = 0.2, agg:
         loss_tok = torch.maximum((V_clip - R) ** 2, loss_tok)
         clipfrac = _f(masked_mean(((V - V_old).abs() > clip).float(), m))
     else: clipfrac = 0.0
-    return aggregate(loss_tok, mask, agg), dict(value_clipfrac=clipfrac, value_mean=_f(masked_mean(V, m)))
+    return aggregate(loss_tok, mask, agg, agg_norm), dict(value_clipfrac=clipfrac, value_mean=_f(masked_mean(V, m)))

@@ -10,17 +10,19 @@ import math
 from dataclasses import dataclass
 import torch
 from fastcore.basics import patch
+from .objectives import AGGREGATIONS
 
 # %% auto #0
-__all__ = ['ALGORITHMS', 'TRAIN_CHOICES', 'TrainSettings']
+__all__ = ['ALGORITHMS', 'CRITIC_FREE', 'TRAIN_CHOICES', 'TrainSettings']
 
 # %% ../../nbs/03b_train_settings.ipynb #3cbe21c1
-ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo")
+ALGORITHMS = ("ppo", "grpo", "dppo", "flow-dppo", "gspo", "cispo")
+CRITIC_FREE = ("grpo", "gspo", "cispo")   # group advantages, no critic
 
 @dataclass
 class TrainSettings:
     "What training computes: the objective, the optimizer, the precision and the learners' limits."
-    algorithm: str = "ppo"              # objective: ppo, grpo, dppo or flow-dppo
+    algorithm: str = "ppo"              # objective: ppo, grpo, dppo, flow-dppo, gspo or cispo
     # fp16 (FP16 weights, FP32 masters and gradients, loss scale) or fp32;
     # default: the family's on a GPU (fp16 Huginn), fp32 on the CPU
     precision: str | None = None
@@ -46,9 +48,18 @@ class TrainSettings:
     dppo_w_low: float = 0.5             # Decoupled PPO: behaviour correction clamped below
     dppo_w_high: float = 2.0            # Decoupled PPO: behaviour correction clamped above
     flow_budget: float = 0.01           # Flow-DPPO: full-vocabulary KL budget of the gate
+    gspo_clip_low: float = 3e-4         # GSPO: sequence-ratio clip below 1 (its paper's)
+    gspo_clip_high: float = 4e-4        # GSPO: sequence-ratio clip above 1 (its paper's)
+    cispo_clip_low: float = 1.0         # CISPO: weight clamped below at 1 − this (1: no lower bound, as MiniMax-M1)
+    cispo_clip_high: float = 4.0        # CISPO: weight clamped above at 1 + this (ScaleRL's bound of 5)
     kl_chunk_size: int = 8192           # rows per chunk of the full-vocabulary log-softmax
-    loss_agg: str = "seq-mean-token-mean"  # loss aggregation: seq-mean-token-mean or token-mean
+    # loss aggregation: seq-mean-token-mean, token-mean, or seq-mean-token-sum-norm (Dr. GRPO: token sums / a constant)
+    loss_agg: str = "seq-mean-token-mean"
+    # seq-mean-token-sum-norm's constant token count (default: --max-response-tokens)
+    loss_agg_tokens: int | None = None
     normalize_advantages: bool = True   # normalise advantages over the rollout
+    # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
+    std_advantages: bool = True
     warmup_steps: int = 10              # linear learning-rate warm-up, in optimizer steps
     minibatches: int = 2                # optimizer steps per rollout, over disjoint parts (Flow-DPPO: its 2 halves)
     entropy_coef: float = 0.0           # entropy bonus coefficient
@@ -62,7 +73,7 @@ class TrainSettings:
     full_backprop: bool = False
 
     @property
-    def use_critic(self): return self.algorithm != "grpo"
+    def use_critic(self): return self.algorithm not in CRITIC_FREE
     @property
     def steps_per_rollout(self): return self.minibatches
     @property
@@ -70,10 +81,11 @@ class TrainSettings:
 
 # %% ../../nbs/03b_train_settings.ipynb #d6890b79
 TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
-                     backend=("torch", "megatron"), loss_agg=("seq-mean-token-mean", "token-mean"),
+                     backend=("torch", "megatron"), loss_agg=AGGREGATIONS,
                      replay=(None, "engine", "training"))
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
-_NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef")
+_NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef", "gspo_clip_low",
+                 "gspo_clip_high", "cispo_clip_high")
 _COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -95,7 +107,15 @@ def validate(self: TrainSettings) -> TrainSettings:
         v = getattr(self, k)
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
             raise ValueError(f"{k}: must be an int ≥ {lo}, got {v!r}")
-    if not self.clip_low < 1: raise ValueError(f"clip_low: must be < 1, got {self.clip_low!r}")
+    for k in ("clip_low", "gspo_clip_low"):
+        if not getattr(self, k) < 1: raise ValueError(f"{k}: must be < 1, got {getattr(self, k)!r}")
+    if not (_finite(self.cispo_clip_low) and 0 <= self.cispo_clip_low <= 1):
+        raise ValueError(f"cispo_clip_low: must be in [0, 1] (1: no lower bound), got {self.cispo_clip_low!r}")
+    n = self.loss_agg_tokens
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"loss_agg_tokens: must be an int ≥ 1, got {n!r}")
+    if n is not None and self.loss_agg != "seq-mean-token-sum-norm":
+        raise ValueError(f"loss_agg_tokens: only loss_agg seq-mean-token-sum-norm reads it, not {self.loss_agg}")
     if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high:
         raise ValueError(f"dppo_w_low, dppo_w_high: need 0 < low ≤ 1 ≤ high, got {self.dppo_w_low}, {self.dppo_w_high}")
     for k in ("gamma", "lam"):
@@ -104,7 +124,7 @@ def validate(self: TrainSettings) -> TrainSettings:
     b = self.betas
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)):
         raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
-    for k in ("recompute", "normalize_advantages", "distributed_optimizer", "full_backprop"):
+    for k in ("recompute", "normalize_advantages", "std_advantages", "distributed_optimizer", "full_backprop"):
         if not isinstance(getattr(self, k), bool):
             raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
     if self.compile_blocks not in (None, True, False):

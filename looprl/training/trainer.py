@@ -100,6 +100,9 @@ class Trainer:
     "Actor (and critic) learners over a rollout batch. Lives on the training device."
     def __init__(self, actor: LoopedLM, critic: LoopedLM | None, s: TrainSettings, device="cpu"):
         s.validate()
+        if s.loss_agg == "seq-mean-token-sum-norm" and s.loss_agg_tokens is None:
+            raise ValueError("loss_agg_tokens: seq-mean-token-sum-norm divides by a constant token count; give it (a "
+                             "run sets it to --max-response-tokens)")
         if s.threads: torch.set_num_threads(s.threads)
         self.s, self.device, self.cfg = s, torch.device(device), actor.cfg
         self.actor = Learner(actor.to(self.device), s)
@@ -208,17 +211,24 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen,
     """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows'
     replay (written into it first: DPPO's `prox` is that same tensor)."""
     s, a, m = self.s, adv[mrows], sb.mask
+    agg = dict(agg=s.loss_agg, agg_norm=s.loss_agg_tokens)
     if s.algorithm == "flow-dppo":
         old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
         return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size,
-                                       agg=s.loss_agg)
+                                       **agg)
     logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
     if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
     if replay is not None: replay[mrows] = logp.detach()
     if s.algorithm == "dppo":
         return O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
-                                  w_low=s.dppo_w_low, w_high=s.dppo_w_high, agg=s.loss_agg)
-    return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, agg=s.loss_agg)
+                                  w_low=s.dppo_w_low, w_high=s.dppo_w_high, **agg)
+    if s.algorithm == "gspo":
+        return O.gspo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.gspo_clip_low, clip_high=s.gspo_clip_high,
+                                  **agg)
+    if s.algorithm == "cispo":
+        return O.cispo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.cispo_clip_low,
+                                   clip_high=s.cispo_clip_high, **agg)
+    return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, **agg)
 
 # %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
@@ -230,7 +240,7 @@ def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=Non
         logits = response_logits(self.actor.model, sb, sb.temperature)
         loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen, replay)
         if s.entropy_coef:
-            bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg)
+            bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg, s.loss_agg_tokens)
             loss = loss - s.entropy_coef * bonus
         with torch.no_grad(): met["entropy"] = float(O.entropy_from_logits(logits.detach(), sb.mask, s.kl_chunk_size))
         w = self._weight(b, mrows, rows)
@@ -246,7 +256,7 @@ def _critic_step(self: Trainer, b, rows, values_old, returns):
         sb = b.rows(mrows)
         v = response_values(self.critic.model, sb)
         loss, met = O.value_loss(v, values_old[mrows], returns[mrows], sb.mask, clip=self.s.value_clip,
-                                 agg=self.s.loss_agg)
+                                 agg=self.s.loss_agg, agg_norm=self.s.loss_agg_tokens)
         w = self._weight(b, mrows, rows)
         self.critic.backward(loss * w)
         metrics.append((w, {"value_loss": float(loss.detach()), **met}))
@@ -270,9 +280,10 @@ def merge_step_metrics(steps: list[dict]) -> dict:
 # %% ../../nbs/03d_trainer.ipynb #9a6f27f2
 @patch
 def _advantages(self: Trainer, b: SequenceBatch, rewards, group_size: int) -> tuple:
-    "(advantages, the critic's values, returns): GAE over the critic's values, or GRPO's group-relative (no critic)."
+    "(advantages, the critic's values, returns): GAE over the critic's values, or group-relative (no critic)."
     s = self.s
-    if not s.use_critic: return O.grpo_advantages(rewards, group_size)[:, None] * b.mask, None, None
+    if not s.use_critic:
+        return O.grpo_advantages(rewards, group_size, std=s.std_advantages)[:, None] * b.mask, None, None
     values_old = self._values(b)
     adv, returns = O.gae(rewards, values_old, b.mask, gamma=s.gamma, lam=s.lam)
     if s.normalize_advantages: adv = O.masked_whiten(adv, b.mask)
@@ -327,8 +338,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
 
 # %% ../../nbs/03d_trainer.ipynb #4227fd1e
 def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -> tuple:
-    """The actor, and the critic (unless GRPO) with its value head zeroed, from the checkpoint at `model_dir`: where
-    every backend starts."""
+    """The actor, and the critic (unless critic-free) with its value head zeroed, from the checkpoint at `model_dir`:
+    where every backend starts."""
     from looprl.model.config import load_config
     cfg = cfg or load_config(model_dir)
     tensors = read_tensors(model_dir)
@@ -341,7 +352,7 @@ def native_start(model_dir, s: TrainSettings, cfg: LoopedConfig | None = None) -
 
 # %% ../../nbs/03d_trainer.ipynb #ed901082
 def build_trainer(model_dir, s: TrainSettings, device="cpu", cfg: LoopedConfig | None = None) -> Trainer:
-    """A trainer whose actor (and critic, unless GRPO) start from the checkpoint at `model_dir`
+    """A trainer whose actor (and critic, unless critic-free) start from the checkpoint at `model_dir`
     (`megatron_trainer.build_megatron_trainer`: the same start in Megatron-core)."""
     if s.backend != "torch":
         raise ValueError(f"backend: build_trainer builds the torch backend's trainer, not {s.backend!r}")
