@@ -1,5 +1,7 @@
 """The plan against the device: python -m looprl.train on a random Huginn-0125-shaped checkpoint (make_checkpoints.py
-full) with no setting beyond the model, the device, the placement, the algorithm and 3 updates, GRPO and PPO; the same
+full) with no setting beyond the model, the device, the placement, the algorithm, 3 updates and, at Huginn-0125 shapes,
+SGD at 1e-5 (AdamW's moments do not fit beside the engine on one 80 GiB card, and the plan never changes the optimizer
+itself: without it the run is refused, naming SGD), GRPO and PPO; the same
 GRPO run writing its checkpoints in the update's time (--sync-checkpoints: the write before background checkpoints); a
 GRPO run at the mid size. Each run's chosen-settings line, its plan, its measured peak GPU memory, its timing and the
 share of it waiting on checkpoints go into one JSON.
@@ -58,9 +60,10 @@ results = dict(environment=environment(), purpose=__doc__.split("usage")[0].stri
 def save(): out_json.write_text(json.dumps(results, indent=1)); print(json.dumps(results["runs"][-1], indent=1), flush=True)
 
 MID = os.environ.get("FIT_MID_MODEL", "/tmp/hmid")    # FIT_DEVICE / FIT_MID_MODEL: a check of this script on the CPU
-RUNS = {"grpo-h0125": ("/tmp/h0125", "grpo", ()), "grpo-h0125-sync": ("/tmp/h0125", "grpo", ("--sync-checkpoints",)),
-        "grpo-h0125-noskip": ("/tmp/h0125", "grpo", ("--no-skip-busy-checkpoints",)),
-        "ppo-h0125": ("/tmp/h0125", "ppo", ()), "grpo-mid": (MID, "grpo", ()), "grpo-mid-sync": (MID, "grpo", ("--sync-checkpoints",)), "ppo-mid": (MID, "ppo", ())}
+SGD = ("--optimizer", "sgd", "--lr", "1e-5")
+RUNS = {"grpo-h0125": ("/tmp/h0125", "grpo", SGD), "grpo-h0125-sync": ("/tmp/h0125", "grpo", SGD + ("--sync-checkpoints",)),
+        "grpo-h0125-noskip": ("/tmp/h0125", "grpo", SGD + ("--no-skip-busy-checkpoints",)),
+        "ppo-h0125": ("/tmp/h0125", "ppo", SGD), "grpo-mid": (MID, "grpo", ()), "grpo-mid-sync": (MID, "grpo", ("--sync-checkpoints",)), "ppo-mid": (MID, "ppo", ())}
 for name in (sys.argv[3].split(",") if sys.argv[3:] else list(RUNS)):
     model, alg, extra = RUNS[name]
     results["runs"].append(train(name, model, alg, 3, extra=extra)); save()
