@@ -13,7 +13,7 @@ from .registry import FamilyError, family_names, get_family
 
 # %% auto #0
 __all__ = ['LLAMA_SIZE_KEYS', 'ASSETS', 'ConfigError', 'LoopedConfig', 'config_value', 'token_ids', 'llama_fields',
-           'config_from_dict', 'load_config', 'real_presets', 'real_config', 'tiny_config', 'preset_config']
+           'config_from_dict', 'load_config', 'real_presets', 'real_config', 'tiny_config', 'preset_config', 'at_depth']
 
 # %% ../../nbs/01a_config.ipynb #a2b4f219
 class ConfigError(ValueError):
@@ -156,3 +156,16 @@ def preset_config(spec) -> LoopedConfig:
         return tiny_config(spec.removeprefix("tiny-"))
     raise ConfigError(f"unknown preset {spec!r}: a checkpoint directory, one of {', '.join(real_presets())}, tiny, "
                       f"or tiny-<family> ({', '.join(family_names())})")
+
+# %% ../../nbs/01a_config.ipynb #dep47a02
+def at_depth(cfg: LoopedConfig, depth: int | None, src: str | None = None) -> LoopedConfig:
+    """`cfg` run with `depth` loops (its family's `depth_key`), read again as a `config.json` would be; None or its own
+    depth: `cfg` itself. No weight changes: a loop count is not a parameter. `src` (a checkpoint) prefixes errors."""
+    fam, where = get_family(cfg.family), f"{src}: " if src else ""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise ConfigError(f"{where}depth must be an integer ≥ 1, got {depth!r}")
+    if depth is None or depth == cfg.depth: return cfg
+    if fam.fixed_depth:
+        raise ConfigError(f"{where}family {cfg.family!r} runs only at its own depth ({fam.depth_key} {cfg.depth}), "
+                          f"not {depth}: {fam.fixed_depth}")
+    return config_from_dict({**cfg.raw, fam.depth_key: depth}, f"{src or cfg.family} at depth {depth}")

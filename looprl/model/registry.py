@@ -34,6 +34,10 @@ class Family:
     embedded: Path | None = None                # the shipped warm-started tiny checkpoint, if any
     # its Megatron-core names (a looprl.model.megatron.MegatronLayout); None: it has none
     megatron_layout: object | None = None
+    # what the loop count (`depth_key`, LoopedConfig.depth) counts in this family, in one sentence
+    depth_meaning: str = ""
+    # None: any depth ≥ 1 can be asked for (looprl.model.config.at_depth); else why this family's cannot change
+    fixed_depth: str | None = None
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -43,6 +47,8 @@ class Family:
                               f"{self.default_precision!r}")
         if self.tiny.get("model_type") != self.name:
             raise FamilyError(f"family {self.name!r}: its tiny preset has model_type {self.tiny.get('model_type')!r}")
+        if self.fixed_depth is not None and not (isinstance(self.fixed_depth, str) and self.fixed_depth):
+            raise FamilyError(f"family {self.name!r}: fixed_depth must be None or the reason, got {self.fixed_depth!r}")
 
 # %% ../../nbs/01b_registry.ipynb #25575e4c
 ENTRY_POINT_GROUP = "looprl.families"

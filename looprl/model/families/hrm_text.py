@@ -178,4 +178,6 @@ def weight_groups(self: HrmTextLM):
 # %% ../../../nbs/01i_hrm_text.ipynb #e2a0001c
 FAMILY = Family(name="hrm_text", parse=hrm_text_fields, provider=HrmTextLM, depth_key="H_cycles",
                 default_precision="fp32", tiny=TINY, size_keys=LLAMA_SIZE_KEYS,
-                presets={"hrm-text-1b": "hrm-text-1b.json"}, embedded=ASSETS / "tiny-hrm-text")
+                presets={"hrm-text-1b": "hrm-text-1b.json"}, embedded=ASSETS / "tiny-hrm-text",
+                depth_meaning="H cycles: each runs the L stack L_cycles times, then the H stack once (L_cycles "
+                              "stays as the config says)")

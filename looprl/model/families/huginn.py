@@ -212,4 +212,6 @@ FAMILY = Family(name="huginn_raven", parse=huginn_fields, provider=HuginnLM, dep
                                n_heads="n_heads", n_kv_heads="num_key_value_heads", head_dim="head_dim",
                                n_core="n_layers_in_recurrent_block", max_positions="block_size"),
                 zero_size_keys=dict(n_prelude="n_layers_in_prelude", n_coda="n_layers_in_coda"),
-                embedded=ASSETS / "tiny-huginn", megatron_layout=MEGATRON_LAYOUT)
+                embedded=ASSETS / "tiny-huginn", megatron_layout=MEGATRON_LAYOUT,
+                depth_meaning="recurrences r: the recurrent core runs r times between prelude and coda "
+                              "(KV planes prelude + core·r + coda)")

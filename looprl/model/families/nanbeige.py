@@ -46,4 +46,6 @@ MEGATRON_LAYOUT = MegatronLayout(top=LLAMA_TOP, stacks={"model.layers": "decoder
 FAMILY = Family(name="nanbeige", parse=nanbeige_fields, provider=NanbeigeLM, depth_key="num_loops",
                 default_precision="fp32", tiny=TINY, size_keys=LLAMA_SIZE_KEYS,
                 presets={"nanbeige4.2-3b": "nanbeige4.2-3b.json"},
-                embedded=ASSETS / "tiny-nanbeige", megatron_layout=MEGATRON_LAYOUT)
+                embedded=ASSETS / "tiny-nanbeige", megatron_layout=MEGATRON_LAYOUT,
+                depth_meaning="loops: every layer runs this many times, normalised after each loop (a checkpoint "
+                              "with loop_loss_weights fixes it at their number + 1)")

@@ -70,4 +70,7 @@ MEGATRON_LAYOUT = MegatronLayout(
 # %% ../../../nbs/01g_ouro.ipynb #0a0c0004
 FAMILY = Family(name="ouro", parse=ouro_fields, provider=OuroLM, depth_key="total_ut_steps", default_precision="fp32",
                 tiny=TINY, size_keys=LLAMA_SIZE_KEYS, presets={"ouro-1.4b": "ouro-1.4b.json"},
-                embedded=ASSETS / "tiny-ouro", megatron_layout=MEGATRON_LAYOUT)
+                embedded=ASSETS / "tiny-ouro", megatron_layout=MEGATRON_LAYOUT,
+                depth_meaning="UT steps T: every layer runs up to T times; an exit rule (threshold < 1, or sample) "
+                              "lets a token leave earlier, so T is the maximum and the last step takes the remaining "
+                              "exit probability")
