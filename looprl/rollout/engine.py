@@ -14,7 +14,7 @@ import torch
 from fastcore.basics import patch
 from safetensors import safe_open
 import looprl
-from ..model.config import LoopedConfig, load_config
+from ..model.config import LoopedConfig, at_depth, load_config
 from ..model.models import build_model, KVCache, LoopedLM
 from ..model.hf import checkpoint_files, CheckpointError
 from ..model.latents import environment_fingerprint, LatentTrace
@@ -71,10 +71,10 @@ class Engine:
         self._pub, self._version, self._digest, self._torn = None, None, None, False
 
     @classmethod
-    def from_checkpoint(cls, path, version: int = 1, **kwargs) -> "Engine":
+    def from_checkpoint(cls, path, version: int = 1, depth: int | None = None, **kwargs) -> "Engine":
         """An engine for the checkpoint directory `path`, whose first committed publication (`version`, default 1) is
-        its tensors."""
-        eng = cls(load_config(path), **kwargs)
+        its tensors; `depth`: run it at that loop count (`looprl.model.config.at_depth`), None: its config's."""
+        eng = cls(at_depth(load_config(path), depth, str(path)), **kwargs)
         eng.publish_dir(version, path)
         return eng
 
