@@ -10,7 +10,7 @@ import importlib.util, json, sys
 from pathlib import Path
 import torch
 from .core.cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
-from .model.config import load_config, ConfigError
+from .model.config import at_depth, load_config, ConfigError
 from .model.models import LoopedLM, param_count
 from .model.hf import load_checkpoint, CheckpointError
 from .model.latents import check_trace
@@ -48,9 +48,9 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
 # %% ../nbs/05e_verify.ipynb #e824e9ae
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
                       seed: int = 0, temperature: float = 1.0, engine: str = "native", exit_threshold: float = 1.0,
-                      exit_mode: str = "threshold") -> dict:
+                      exit_mode: str = "threshold", depth: int | None = None) -> dict:
     """Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the
-    parity."""
+    parity; `depth`: both run the checkpoint at that loop count (None: its config's)."""
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
     if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
@@ -59,13 +59,18 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     except ValueError as e: raise UsageError(str(e).replace("_", "-", 1)) from None
     if rule.adaptive and engine in ENGINES and engine != "native":       # refused before vLLM is looked for
         raise UsageError(f"--exit-threshold/--exit-mode: the {engine} engine runs every loop; use --engine native")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise UsageError(f"--depth must be an integer ≥ 1, got {depth!r}")
+    if depth is not None and engine in ENGINES and engine != "native":
+        raise UsageError(f"--depth: the {engine} engine runs the checkpoint's own depth; use --engine native")
     make = engine_class(engine, device)
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available")
     if samples < 1 or max_new_tokens < 1:
         raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
-    dt, cfg = PRECISIONS[dtype], load_config(path)
+    dt, own = PRECISIONS[dtype], load_config(path)
+    cfg = at_depth(own, depth, str(path))
     exit_contract(rule.threshold, rule.mode, cfg.family)             # Ouro only
     g = torch.Generator().manual_seed(seed)
     stop = tuple(cfg.eos_token_ids)
@@ -79,11 +84,14 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                     max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop,
                     exit_threshold=rule.threshold,
                     exit_mode=rule.mode) for i, n in enumerate(lens)]
-    eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len)
+    try: eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len,
+                                    **({} if depth is None else dict(depth=depth)))
+    except PublicationError: raise
+    except ValueError as e: raise UsageError(f"{path}: {e}") from None       # a KV cache larger than the memory
     try: comps = eng.generate(reqs)
     finally: getattr(eng, "close", lambda: None)()    # a vLLM engine holds worker threads and its KV cache
     # a fresh instance, as the trainer loads it
-    replay = load_checkpoint(path, "actor", dtype=dt, device=device).eval()
+    replay = load_checkpoint(path, "actor", dtype=dt, device=device, cfg=cfg).eval()
     diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c, rule).cpu()).abs() for c in comps])
     depths = [d for c in comps for d in c.trace.depths]
     bound = parity_bound(dt, device)
@@ -96,6 +104,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 publication_digest=eng.committed_digest, policy_version=eng.committed_version,
                 engine=engine, engine_revision=eng.engine_revision,
                 params=param_count(replay), kv_planes=cfg.kv_planes, depth=cfg.depth, depth_key=cfg.depth_key,
+                config_depth=own.depth,
                 layers=dict(prelude=cfg.n_prelude, core=cfg.n_core, coda=cfg.n_coda), hidden_size=cfg.hidden_size,
                 heads=cfg.n_heads, kv_heads=cfg.n_kv_heads, head_dim=cfg.head_dim, vocab_size=cfg.vocab_size,
                 tie_embeddings=cfg.tie_embeddings, latent_profile=replay.latent_profile,
@@ -122,12 +131,14 @@ def main(argv=None):
       help="Ouro: exit at cumulative exit probability ≥ q, 0 < q ≤ 1 (default: 1, full depth)")
     a("--exit-mode", default="threshold",
       help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
+    a("--depth", type=int, help="run engine and replay at this loop count (the family's depth key; default: the "
+                                "checkpoint's own)")
     ns = ap.parse_args(argv)
     with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), \
             stdout_to_stderr():
         report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed,
                                    ns.temperature, ns.engine,
-                                   ns.exit_threshold, ns.exit_mode)
+                                   ns.exit_threshold, ns.exit_mode, ns.depth)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
 
