@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from ..core.cli import UsageError
-from ..model.config import load_config
+from ..model.config import at_depth, load_config
 from ..tasks.data import HELDOUT_DATA, load_prompts, load_tokenizer, decode_text
 from ..tasks.reward_specs import DEFAULT_REWARD, load_reward, score_completion
 from ..rollout.records import Request
@@ -185,14 +185,15 @@ def run_eval_settings(path) -> dict:
 # %% ../../nbs/04l_evaluation.ipynb #a36ed525
 def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None,
                    device: str = "cpu", reward: str = DEFAULT_REWARD, limit: int | None = None,
-                   max_batch: int = 64) -> dict:
-    "Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine."
+                   max_batch: int = 64, depth: int | None = None) -> dict:
+    """Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine;
+    `depth`: run it at that loop count (`looprl.model.config.at_depth`; None: its config's)."""
     from looprl.rollout.engine import Engine
     from looprl.tasks.data import encode_prompts
     try: spec.validate()
     except ValueError as e: raise EvalInputError(f"--{str(e).replace('_', '-')}") from None
     d = policy_dir(path)
-    cfg, tok = load_config(d), load_tokenizer(d)
+    cfg, tok = at_depth(load_config(d), depth, str(d)), load_tokenizer(d)
     rows = load_prompts(data)[:limit]
     ids = encode_prompts(tok, cfg, rows, data)
     precision = precision or (cfg.default_precision if device == "cuda" else "fp32")    # as training: FP32 on the CPU
@@ -202,8 +203,8 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     if max_len > cfg.max_positions:
         raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has "
                              f"{cfg.max_positions}")
-    eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len)
+    eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len, depth=depth)
     r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward),
                  spec, cfg.eos_token_ids)
     return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward,
-                publication_digest=eng.committed_digest)
+                publication_digest=eng.committed_digest, depth=cfg.depth)
