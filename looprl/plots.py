@@ -15,9 +15,9 @@ from .compare import compare_runs, FIELDS
 from .core.state import read_metrics
 
 # %% auto #0
-__all__ = ['PARITY_FLOOR', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing', 'phase_timing',
-           'depth_figure', 'exit_table_figure', 'reward_figure', 'heldout_figure', 'parity_figure', 'timing_figure',
-           'run_figures', 'main']
+__all__ = ['PARITY_FLOOR', 'DYNAMICS', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing',
+           'phase_timing', 'legend_outside', 'depth_figure', 'exit_table_figure', 'reward_figure', 'heldout_figure',
+           'parity_figure', 'timing_figure', 'dynamics_figure', 'run_figures', 'main']
 
 # %% ../nbs/05h_plots.ipynb #738f99fb
 def resume_matrix(pairs: dict, ax=None):
@@ -101,6 +101,10 @@ def _label(run) -> str: return Path(run).name
 
 def _updates(run): return [l for l in read_metrics(run) if l.get("kind", "update") == "update"]
 
+def legend_outside(ax, **kw):
+    "The legend to the right of the axes, never over the data (saved with `bbox_inches='tight'`)."
+    return ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False, **kw)
+
 # %% ../nbs/05h_plots.ipynb #0a77b8ba
 def _adaptive(run) -> bool:
     "Do the run's held-out evaluations exit early (they carry a threshold below 1, or the sample mode)?"
@@ -123,7 +127,7 @@ def depth_figure(runs):
                         [e["sampled_ci"] for e in ev], _label(run))
         for e in ev: ax.annotate(f"u{e['update']}", (e["mean_exit_depth"], e["sampled_accuracy"]), fontsize=6)
     ax.set(xlabel="mean exit depth (loops)", ylabel="held-out sampled accuracy", title="accuracy against depth")
-    ax.legend(fontsize=7)
+    legend_outside(ax)
     return fig
 
 # %% ../nbs/05h_plots.ipynb #ad2aab10
@@ -154,7 +158,7 @@ def reward_figure(runs, window: int = 10):
         sm = [sum(r[max(0, i - window + 1):i + 1]) / len(r[max(0, i - window + 1):i + 1]) for i in range(len(r))]
         ax.plot(x, sm, color=line.get_color(), label=_label(run))
     ax.set(xlabel="update", ylabel="mean reward", title=f"training reward (moving mean of {window})")
-    ax.legend(fontsize=7)
+    legend_outside(ax)
     return fig
 
 # %% ../nbs/05h_plots.ipynb #c462fe2a
@@ -180,7 +184,7 @@ def heldout_figure(runs):
                              label=f"{_label(run)} end of an earlier segment" if m == "o" else None)
     title = "held-out questions (never trained on)"
     if few: title += f"\n{', '.join(few)}: before and after only; --eval-every N adds points"
-    ax.set(xlabel="update", ylabel="held-out accuracy", title=title); ax.legend(fontsize=7)
+    ax.set(xlabel="update", ylabel="held-out accuracy", title=title); legend_outside(ax)
     return fig
 
 PARITY_FLOOR = 1e-12
@@ -188,41 +192,57 @@ PARITY_FLOOR = 1e-12
 # %% ../nbs/05h_plots.ipynb #a67bd5bd
 def parity_figure(runs):
     """Max and mean |Δ log-prob| between the engine and the trainer's replay, per update; exact zeros on a labelled
-    floor."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    for run in runs:
-        u = _updates(run)
-        line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], PARITY_FLOOR) for l in u],
-                            label=f"{_label(run)} max")
-        ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], PARITY_FLOOR) for l in u], ls="--",
-                    color=line.get_color(),
-                    label=f"{_label(run)} mean")
-    ax.axhline(PARITY_FLOOR, color="grey", ls=":", lw=1, label=f"exactly 0 (drawn at {PARITY_FLOOR:g})")
-    ax.set(xlabel="update", ylabel="|Δ log-prob|", title="engine vs trainer log-prob parity"); ax.legend(fontsize=7)
+    floor. Runs with a policy lag (`--async`: sampled by the policy before the one trained) are drawn in a panel of
+    their own: there the difference is the lag, not a replay error."""
+    lagged = [r for r in runs if any(l.get("policy_lag", 0) > 0 for l in _updates(r))]
+    groups = [(t, g) for t, g in (("engine vs trainer log-prob parity", [r for r in runs if r not in lagged]),
+                                  ("policy lag ≥ 1 (--async): behaviour vs current policy", lagged)) if g]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(8, 3.4 * len(groups)), squeeze=False)
+    for ax, (title, group) in zip(axes[:, 0], groups):
+        for run in group:
+            u = _updates(run)
+            line, = ax.semilogy([l["update"] for l in u], [max(l["parity_max"], PARITY_FLOOR) for l in u],
+                                label=f"{_label(run)} max")
+            ax.semilogy([l["update"] for l in u], [max(l["parity_mean"], PARITY_FLOOR) for l in u], ls="--",
+                        color=line.get_color(), label=f"{_label(run)} mean")
+        ax.axhline(PARITY_FLOOR, color="grey", ls=":", lw=1, label=f"exactly 0 (drawn at {PARITY_FLOOR:g})")
+        ax.set(xlabel="update", ylabel="|Δ log-prob|", title=title); legend_outside(ax)
     return fig
 
 # %% ../nbs/05h_plots.ipynb #66b27c51
 def timing_figure(runs):
-    """Seconds per update in each phase but the held-out evaluation (its total is in the title), stacked for the first
-    run; totals for the others."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    eval_s = 0.0
-    for i, run in enumerate(runs):
+    """Seconds per update in each phase but the held-out evaluation (its total in the panel's title), stacked, one panel
+    per run."""
+    fig, axes = plt.subplots(len(runs), 1, figsize=(8, 3.0 * len(runs)), squeeze=False, sharex=True)
+    for ax, run in zip(axes[:, 0], runs):
         u = _updates(run)
-        x = [l["update"] for l in u]
-        eval_s += sum(l["time"].get("eval_s", 0) for l in u)
-        if i == 0:
-            phases = [k for k in u[0]["time"] if k != "eval_s"] if u else []
-            ax.stackplot(x, *[[l["time"].get(k, 0) for l in u] for k in phases],
-                         labels=[f"{_label(run)} {k.removesuffix('_s')}" for k in phases], alpha=0.7)
-        else:
-            ax.plot(x, [sum(v for k, v in l["time"].items() if k != "eval_s") for l in u], label=f"{_label(run)} total")
-    ax.set(xlabel="update", ylabel="seconds",
-           title=f"time per update, held-out evaluations left out ({eval_s:.1f} s in all)")
-    ax.legend(fontsize=6, ncol=2)
+        phases = [k for k in u[0]["time"] if k != "eval_s"] if u else []
+        ax.stackplot([l["update"] for l in u], *[[l["time"].get(k, 0) for l in u] for k in phases],
+                     labels=[k.removesuffix("_s") for k in phases], alpha=0.7)
+        eval_s = sum(l["time"].get("eval_s", 0) for l in u)
+        ax.set(ylabel="seconds", title=f"{_label(run)}: time per update (held-out evaluations left out: {eval_s:.1f} s)")
+        legend_outside(ax)
+    axes[-1, 0].set_xlabel("update")
     return fig
 
-FIGURES = {"reward": reward_figure, "heldout": heldout_figure, "parity": parity_figure, "timing": timing_figure}
+# %% ../nbs/05h_plots.ipynb #dyn02
+DYNAMICS = (("loss", "loss"), ("approx_kl", "KL (approx.)"), ("categorical_kl", "KL (categorical)"),
+            ("entropy", "entropy"), ("clipfrac", "clipped share"), ("grad_norm", "gradient norm"))
+
+def dynamics_figure(runs):
+    "The trainer's per-update metrics of DYNAMICS that the runs logged, one panel each, every run a line."
+    names = [(k, t) for k, t in DYNAMICS if any(k in l for r in runs for l in _updates(r))]
+    fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 1.6, 2.6), squeeze=False)
+    for ax, (k, title) in zip(axes[0], names):
+        for run in runs:
+            u = [l for l in _updates(run) if k in l]
+            ax.plot([l["update"] for l in u], [l[k] for l in u], label=_label(run))
+        ax.set(xlabel="update", title=title); ax.tick_params(labelsize=7)
+    legend_outside(axes[0, -1])
+    return fig
+
+FIGURES = {"reward": reward_figure, "heldout": heldout_figure, "parity": parity_figure, "timing": timing_figure,
+           "dynamics": dynamics_figure}
 
 # %% ../nbs/05h_plots.ipynb #532d5830
 def run_figures(runs, out) -> list[Path]:
@@ -235,7 +255,7 @@ def run_figures(runs, out) -> list[Path]:
     paths = []
     for name, fn in {**FIGURES, **({"depth": depth_figure} if any(map(_adaptive, runs)) else {})}.items():
         fig = fn(runs); fig.tight_layout()
-        paths.append(out / f"{name}.png"); fig.savefig(paths[-1], dpi=110); plt.close(fig)
+        paths.append(out / f"{name}.png"); fig.savefig(paths[-1], dpi=110, bbox_inches="tight"); plt.close(fig)
     return paths
 
 # %% ../nbs/05h_plots.ipynb #ace35c45
