@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from dataclasses import astuple
 import torch
-from .core.cli import command_parser, refuse_bad_input, stdout_to_stderr
+from .core.cli import command_parser, fail, refuse_bad_input, stdout_to_stderr
 from .tasks.data import HELDOUT_DATA
 from .tasks.reward_specs import DEFAULT_REWARD
 from .run.evaluation import EvalInputError, EvalSpec, evaluate_model, run_eval_settings, summary_line
+from .run.depths import (PairingError, check_depth_out, depth_table, evaluate_depths, parse_depths,
+                               write_depth_report)
 
 
 # %% auto #0
@@ -39,11 +41,21 @@ def main(argv=None):
                     help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
     ap.add_argument("--exit-mode", choices=["threshold", "sample"],
                     help="Ouro's exit mode (default: the run's, else threshold)")
+    ap.add_argument("--depth", type=int, help="run the model at this loop count (its family's depth key: "
+                                              "looprl.model.registry; default: its config's)")
+    ap.add_argument("--depths", help="comma-separated loop counts, e.g. 1,2,4,8: accuracy at each, paired (the same "
+                                     "questions and seeds), as a table")
+    ap.add_argument("--out", help="with --depths: write the report's JSON here (a .json path) and its figure beside it")
     ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     a = ap.parse_args(argv)
     # input errors are ValueErrors; stdout: the result alone
     with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():
         if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
+        depths = None if a.depths is None else parse_depths(a.depths)
+        if a.depth is not None and depths: raise EvalInputError("--depth and --depths: give one of them")
+        if a.depth is not None and a.depth < 1: raise EvalInputError(f"--depth: must be an integer ≥ 1, got {a.depth}")
+        if a.out is not None and depths is None: raise EvalInputError("--out: only with --depths")
+        if a.out is not None: check_depth_out(a.out)
         given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward,
                                        limit=a.limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
@@ -52,7 +64,12 @@ def main(argv=None):
                                                                  a.exit_threshold,
                                                                  a.exit_mode), astuple(spec))))
         if threads := kw.pop("threads", None): torch.set_num_threads(threads)
-        r = evaluate_model(a.path, spec=spec, **kw)
+        try: r = evaluate_model(a.path, spec=spec, depth=a.depth, **kw) if depths is None else \
+                 evaluate_depths(a.path, depths, spec=spec, **kw)
+        except PairingError as e: fail("eval", e, code=1)          # damage found mid-run, not bad input
+    if depths is not None:
+        if a.out is not None: write_depth_report(r, a.out)
+        return print(json.dumps(r, indent=1) if a.json else depth_table(r))
     r["summary"] = summary_line(r)
     print(json.dumps(r, indent=1) if a.json else f"{r['model']}: {r['summary']}")
 
