@@ -83,8 +83,8 @@ def format_info(info: dict) -> str:
 
 # %% ../nbs/05b_inspect.ipynb #acd1c8ab
 def main(argv=None):
-    """Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint; with
-    --plan, the memory and disk plan of a run of it and the settings `train` would choose, on this host or a card named."""
+    """Print, as JSON, the family, unique parameter counts, native state-dict layout and loop facts of a checkpoint;
+    with --plan, the memory and disk plan of a run of it and the settings `train` would choose (here, or on a card)."""
     ap = command_parser("inspect", main.__doc__)
     ap.add_argument("path", help="a checkpoint directory, a directory with only config.json, or a config.json file")
     ap.add_argument("--plan", action="store_true", help="print a run's plan (with the flags below) instead")

@@ -220,7 +220,8 @@ def timing_figure(runs):
         ax.stackplot([l["update"] for l in u], *[[l["time"].get(k, 0) for l in u] for k in phases],
                      labels=[k.removesuffix("_s") for k in phases], alpha=0.7)
         eval_s = sum(l["time"].get("eval_s", 0) for l in u)
-        ax.set(ylabel="seconds", title=f"{_label(run)}: time per update (held-out evaluations left out: {eval_s:.1f} s)")
+        title = f"{_label(run)}: time per update (held-out evaluations left out: {eval_s:.1f} s)"
+        ax.set(ylabel="seconds", title=title)
         legend_outside(ax)
     axes[-1, 0].set_xlabel("update")
     return fig

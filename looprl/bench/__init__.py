@@ -6,15 +6,14 @@ Docs: https://looprl.github.io/looprl/bench.html.md"""
 
 # %% ../../nbs/06a_bench.ipynb #9b07aeff
 from __future__ import annotations
-import argparse, json, os, platform, shlex, subprocess, sys, tempfile, time
+import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
 from ..core.cli import UsageError, command_parser, error_message, fail, check_output
 from ..core.precision import PRECISIONS
 
 # %% auto #0
-__all__ = ['BENCH_USAGE', 'environment', 'bench_workdir', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs',
-           'main']
+__all__ = ['BENCH_USAGE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs', 'main']
 
 # %% ../../nbs/06a_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -31,12 +30,6 @@ def environment() -> dict:
     gpu = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return dict(commit=commit, torch=torch.__version__, python=platform.python_version(), machine=platform.machine(),
                 cpus=os.cpu_count(), gpus=gpu, time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-
-# %% ../../nbs/06a_bench.ipynb #bwork02
-def bench_workdir(name: str) -> Path:
-    "A new directory `runs/bench/<name>-<time>-<random>` for a benchmark's own runs (when no `--workdir` is given)."
-    root = Path("runs") / "bench"; root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
 
 # %% ../../nbs/06a_bench.ipynb #8cabd1ff
 def write_result(name: str, result, out: str | None, argv: list[str]) -> Path:
@@ -129,7 +122,7 @@ def _measure_commands(sub) -> list:
                        help="the same run synchronous and with --async, in matched pairs (see "
                             "looprl.bench.asynchronous)")
     a.add_argument("--pairs", type=int, default=2)
-    a.add_argument("--workdir", help="where the runs go (default: a new directory under runs/bench/, removed at the end)")
+    a.add_argument("--workdir", help="where the runs go (default: a new directory under runs/bench/, removed after)")
     a.add_argument("--train-args", default="", help="looprl.train arguments of both runs")
     return [l, ln, k, a]
 

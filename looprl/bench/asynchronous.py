@@ -8,8 +8,7 @@ Docs: https://looprl.github.io/looprl/bench_async.html.md"""
 from __future__ import annotations
 import json, os, shutil, statistics, subprocess, sys, time
 from pathlib import Path
-from ..core.cli import UsageError
-from . import bench_workdir
+from ..core.cli import UsageError, work_dir
 
 # %% auto #0
 __all__ = ['update_seconds', 'heldout_ends', 'children_cpu_s', 'async_run', 'pair_order', 'async_summary', 'bench_async']
@@ -82,7 +81,7 @@ def bench_async(pairs: int = 2, train_args: tuple = (), workdir: str | None = No
     if pairs < 1: raise UsageError(f"--pairs: must be ≥ 1, got {pairs}")
     if "--async" in train_args:
         raise UsageError("--train-args: give the settings of both runs; the benchmark adds --async to one")
-    root = Path(workdir) if workdir else bench_workdir("async")
+    root = Path(workdir) if workdir else work_dir("async")
     runs = []
     for i, mode in enumerate(pair_order(pairs)):
         runs.append(run(mode, root / f"{i:02d}-{mode}", tuple(train_args)))

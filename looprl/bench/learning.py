@@ -8,9 +8,8 @@ Docs: https://looprl.github.io/looprl/learning.html.md"""
 from __future__ import annotations
 import json, math, statistics, subprocess, sys, time
 from pathlib import Path
-from ..core.cli import UsageError
+from ..core.cli import UsageError, work_dir
 from ..core.state import read_metrics
-from . import bench_workdir
 
 # %% auto #0
 __all__ = ['MECHANISMS', 'TARGETS', 'TIME_BUDGET_S', 'EXIT_THRESHOLDS', 'PEAK_TFLOPS', 'TASK_TRAIN_ARGS', 'mechanisms',
@@ -115,7 +114,7 @@ def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 4
     runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is
     refused."""
     check_train_args(train_args)
-    root = Path(workdir) if workdir else bench_workdir("learning")
+    root = Path(workdir) if workdir else work_dir("learning")
     if clash := [root / f"{a}-{s}" for a in algorithms for s in seeds if (root / f"{a}-{s}").exists()]:
         raise UsageError(f"--workdir: {clash[0]} exists; give an empty --workdir, or none for a new one")
     root.mkdir(parents=True, exist_ok=True)
@@ -153,7 +152,7 @@ def bench_exit_learning(thresholds=EXIT_THRESHOLDS, seed: int = 42, workdir: str
     from looprl.model.registry import get_family
     check_train_args(train_args)
     model = str(get_family("ouro").embedded)
-    root = Path(workdir) if workdir else bench_workdir("exits")
+    root = Path(workdir) if workdir else work_dir("exits")
     out = root / f"grpo-exits-{seed}"
     if out.exists(): raise UsageError(f"--workdir: {out} exists; give an empty --workdir, or none for a new one")
     before = exit_table(model, thresholds, limit)
@@ -215,7 +214,7 @@ def bench_task_learning(preset: str = "mid", device: str = "cuda", algorithms=("
     from looprl.run.task_model import PRESETS, read_splits
     if preset not in PRESETS: raise UsageError(f"--preset: one of {', '.join(PRESETS)}, got {preset!r}")
     check_train_args(train_args)
-    root = Path(workdir) if workdir else bench_workdir(f"learning-{preset}")
+    root = Path(workdir) if workdir else work_dir(f"learning-{preset}")
     if model is None:
         model = root / f"{preset}-model"
         if model.exists(): raise UsageError(f"--workdir: {model} exists; give --model {model} to start from it")

@@ -6,14 +6,14 @@ Docs: https://looprl.github.io/looprl/cli.html.md"""
 
 # %% ../../nbs/00c_cli.ipynb #5005a643
 from __future__ import annotations
-import argparse, functools, os, sys
+import argparse, functools, os, sys, tempfile, time
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 from typing import Iterator, NoReturn
 
 # %% auto #0
 __all__ = ['BAD_INPUT', 'UsageError', 'one_line', 'is_looprl_error', 'error_message', 'fail', 'refuse_bad_input', 'CommandParser',
-           'command_parser', 'check_output', 'stdout_to_stderr']
+           'command_parser', 'check_output', 'work_dir', 'stdout_to_stderr']
 
 # %% ../../nbs/00c_cli.ipynb #05a67eb0
 class UsageError(ValueError):
@@ -87,6 +87,12 @@ def check_output(path, flag: str = "--output", file: bool = False) -> Path:
     if file and p.exists() and not os.access(p, os.W_OK):
         raise UsageError(f"{flag}: cannot write {p} (permission denied)")
     return p
+
+# %% ../../nbs/00c_cli.ipynb #workdir2
+def work_dir(name: str, root="runs/bench") -> Path:
+    "A new directory `<root>/<name>-<time>-<random>` for a command's own runs (when it is given no directory for them)."
+    root = Path(root); root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
 
 # %% ../../nbs/00c_cli.ipynb #c1d0a002
 @contextmanager

@@ -123,7 +123,7 @@ class Plan:
     disk: dict                # item → bytes
     # bytes free where the run directory is (plus what its checkpoints already hold, on resume)
     disk_free: int
-    settings: dict = field(default_factory=dict)   # the settings the plan was made for (those it may change, the optimizer)
+    settings: dict = field(default_factory=dict)   # the settings planned for (those it may change, the optimizer)
 
     def used(self, dev: str) -> int: return sum(self.memory[dev].values())
     @property
@@ -220,17 +220,17 @@ def changes_line(old, new) -> str:
 def refusal(pl: Plan, sgd: bool = True) -> str:
     """One line saying why the plan cannot run: the device that does not fit and its largest item, or the disk; `sgd`:
     whether `--optimizer sgd` is named among the ways out (False once SGD was tried)."""
+    s = pl.settings
+    adamw = s.get("optimizer") == "adamw"
     for d in pl.memory:
         if pl.used(d) > pl.capacity[d]:
             name, b = pl.largest(d)
             return (f"the run needs {pl.used(d) / GiB:.1f} GiB on the {d}, which has {pl.capacity[d] / GiB:.1f} GiB; "
                     f"the largest item is {name} ({b / GiB:.1f} GiB): lower --micro-batch-size or --engine-batch, add "
-                    f"--recompute, {'use --optimizer sgd or ' if sgd and pl.settings.get('optimizer') == 'adamw' else ''}lower "
-                    "--rollout-batch-size")
+                    f"--recompute, {'use --optimizer sgd or ' if sgd and adamw else ''}lower --rollout-batch-size")
     name, b = max(pl.disk.items(), key=lambda kv: kv[1])
-    s = pl.settings
     fix = [f for f, needed in (("--keep-checkpoints 1", s.get("keep_checkpoints", 1) > 1),
-                               ("--optimizer sgd", sgd and s.get("optimizer") == "adamw")) if needed]
+                               ("--optimizer sgd", sgd and adamw)) if needed]
     return (f"the run directory needs {sum(pl.disk.values()) / GiB:.1f} GiB on disk and {pl.disk_free / GiB:.1f} GiB "
             f"are free; the largest item is {name}: use {', '.join(fix + ['an --output on a larger disk'])}")
 
@@ -258,7 +258,8 @@ def fit_options(o, cfg=None, capacity=None, free=None, counts=None):
 # %% ../../nbs/04h_plan.ipynb #444eb831
 def plan_line(o, pl: Plan, changes: str, cfg: LoopedConfig | None = None, device_name: str | None = None) -> str:
     "`looprl.train: <model> on <device>: <changes> (plan X of Y GiB; disk …)`; `device_name`: a card planned for."
-    dev = device_name or (torch.cuda.get_device_name(0) if o.device == "cuda" and torch.cuda.is_available() else o.device)
+    here = torch.cuda.get_device_name(0) if o.device == "cuda" and torch.cuda.is_available() else o.device
+    dev = device_name or here
     return (f"looprl.train: {Path(o.model_dir).name} on {'one ' if len(pl.memory) == 1 else ''}{dev}: {changes} "
             f"({pl.figures()})")
 
@@ -331,10 +332,12 @@ def plan_flags(parser) -> None:
     from looprl.run.options import option_flags
     g = parser.add_argument_group("the card planned for (with --plan; default: this host's device)")
     g.add_argument("--gpu", choices=tuple(GPU_CARDS), help="plan for this card (implies --device cuda)")
-    g.add_argument("--gpu-memory", type=float, metavar="GIB", help="plan for a GPU of this many GiB (implies --device cuda)")
+    g.add_argument("--gpu-memory", type=float, metavar="GIB",
+                   help="plan for a GPU of this many GiB (implies --device cuda)")
     g.add_argument("--gpus", type=int, choices=(1, 2), default=1,
                    help="GPUs on the host planned for: 1 (trainer and engine share it) or 2 (the engine on its own)")
-    g.add_argument("--disk-free", type=float, metavar="GIB", help="free disk where --output will be (default: measured)")
+    g.add_argument("--disk-free", type=float, metavar="GIB",
+                   help="free disk where --output will be (default: measured)")
     option_flags(parser, only=PLAN_SETTINGS)
 
 # %% ../../nbs/04h_plan.ipynb #plancmd2
@@ -347,7 +350,8 @@ def plan_command(ns) -> None:
     card = GPU_CARDS.get(ns.gpu)
     try:
         if ns.gpu and ns.gpu_memory: raise UsageError("--gpu, --gpu-memory: name a card or its memory, not both")
-        if ns.gpu_memory is not None and ns.gpu_memory <= 0: raise UsageError(f"--gpu-memory: GiB > 0, got {ns.gpu_memory}")
+        if ns.gpu_memory is not None and ns.gpu_memory <= 0:
+            raise UsageError(f"--gpu-memory: GiB > 0, got {ns.gpu_memory}")
         gpu_bytes = card.total_memory if card else round(ns.gpu_memory * GiB) if ns.gpu_memory else None
         if gpu_bytes and given.get("device", "cuda") != "cuda":
             raise UsageError(f"--device {given['device']}: --gpu and --gpu-memory plan a CUDA run")
