@@ -69,7 +69,7 @@ def test_a_contract_from_before_these_settings_resumes(grpo_run, tmp_path):
     (["--gspo-clip-low", "1.5"], "--gspo-clip-low: must be < 1"),
     (["--cispo-clip-low", "2"], "--cispo-clip-low: must be in [0, 1]"),
     (["--loss-agg-tokens", "8"], "--loss-agg-tokens: only loss_agg seq-mean-token-sum-norm reads it"),
-    (["--algorithm", "cispo", "--n-samples-per-prompt", "1"], "--n-samples-per-prompt: cispo compares completions")])
+    (["--algorithm", "cispo", "--n-samples-per-prompt", "1"], "--n-samples-per-prompt: cispo compares a group's completions: at least 2")])
 def test_bad_settings_are_one_line(tmp_path, flags, message):
     r = run_cli("looprl.train", "--output", tmp_path / "x", "--updates", "1", *flags)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr

@@ -222,7 +222,7 @@ def validate(self: RolloutSettings) -> RolloutSettings:
 def check_rollout_size(self: RunOptions):
     "Groups for the critic-free objectives, and completions that split evenly over the optimizer steps of one rollout."
     G, steps, a = self.group_size, self.trainer.minibatches, self.algorithm
-    check(self.trainer.use_critic or G >= 2, f"--n-samples-per-prompt: {a} compares completions within a group (≥ 2)")
+    check(self.trainer.use_critic or G >= 2, f"--n-samples-per-prompt: {a} compares a group's completions: at least 2")
     check((self.prompts_per_update * G) % steps == 0,
           f"--rollout-batch-size × --n-samples-per-prompt ({self.prompts_per_update * G}) "
           f"must divide into {steps} equal parts, one per optimizer step")
