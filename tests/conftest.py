@@ -1,4 +1,4 @@
-import json, math, os, subprocess, sys
+import json, math, os, re, subprocess, sys
 from pathlib import Path
 import pytest
 
@@ -30,6 +30,13 @@ def arithmetic(tmp_path_factory):
     p = tmp_path_factory.mktemp("data") / "arith.jsonl"
     p.write_text("\n".join(Path(EMBEDDED_DATA).read_text().splitlines()[:64]) + "\n")
     return p
+
+PROGRESS_LINE = re.compile(r"^looprl\.train: (update \d+ \(\d+/\d+\) · |warning: )")
+
+def said_lines(stderr: str) -> list[str]:
+    """A command's non-empty stderr lines without what a run says as it goes (a line per finished update, warnings):
+    what is left of a run that fails is its one line."""
+    return [l for l in stderr.splitlines() if l.strip() and not PROGRESS_LINE.match(l)]
 
 def updates(run) -> list[dict]:
     "The update lines of a run's metrics."

@@ -2,7 +2,7 @@
 uninterrupted run; Ctrl-C and SIGTERM end a run with one line and a resume hint, and resuming it is exact too."""
 import json, os, re, signal, subprocess, sys, time
 import pytest
-from conftest import run_cli, assert_changing, updates, ROOT
+from conftest import run_cli, assert_changing, updates, said_lines, ROOT
 
 ARGS = ["--algorithm", "ppo", "--precision", "fp32", "--optimizer", "adamw", "--lr", "1e-4", "--rollout-batch-size", "8",
         "--max-response-tokens", "6", "--no-eval", "--no-progress"]
@@ -39,7 +39,7 @@ def test_interrupt_is_one_line_and_resumes_exactly(shipped, arithmetic, straight
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, start_new_session=True,
                        env={**os.environ, "LOOPRL_FAULT": f"publication@2:{sig.name}"})
     assert p.returncode == code, (p.returncode, p.stderr)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    lines = said_lines(p.stderr)
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith(f"looprl.train: interrupted by {sig.name} during update 1") and f"--output {b} --resume" in lines[0]
     assert (b / "checkpoints" / "latest").read_text().strip() == "update-000001"
@@ -67,7 +67,7 @@ def test_ctrl_c_under_ray_is_one_line(shipped, arithmetic, tmp_path):
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 130, (p.returncode, err)
-    lines = [l for l in err.splitlines() if l.strip() and not ray_own_line(l)]
+    lines = [l for l in said_lines(err) if not ray_own_line(l)]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("looprl.train: interrupted by SIGINT") and f"--output {b} --resume" in lines[0]
     r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress", "--workers", "local"); assert r.returncode == 0, r.stderr

@@ -7,6 +7,7 @@ import looprl.run.plan as plan
 import looprl.run.checkpoint_writer as writer
 from looprl.core.state import latest_checkpoint, CHECKPOINTS
 from looprl.train import main
+from conftest import said_lines
 from looprl.run.options import RunOptions
 
 ARGS = ["--updates", "2", "--rollout-batch-size", "2", "--max-response-tokens", "6", "--no-eval", "--no-progress"]
@@ -15,7 +16,7 @@ def train(capsys, out, *args) -> tuple[int, list[str]]:
     "Run `looprl.train` in this process; (exit status, non-empty stderr lines)."
     try: main(["--output", str(out), *ARGS, *args]); code = 0
     except SystemExit as e: code = e.code
-    return code, [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    return code, said_lines(capsys.readouterr().err)
 
 @pytest.fixture
 def after_first_update(monkeypatch):

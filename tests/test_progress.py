@@ -46,3 +46,10 @@ def test_twin_lines_held_back_until_the_end_fail_the_check(monkeypatch, capsys, 
     seen = lines_as_they_came(monkeypatch, capsys, tmp_path / "run")
     with pytest.raises(AssertionError): assert_each_line_as_its_update_finishes(seen)
     assert [n for _, n in seen] == [4, 4, 4, 4]        # every line printed, all once the run was over
+
+def test_said_lines_drop_what_a_run_says_as_it_goes_and_keep_its_failure():
+    from conftest import said_lines
+    err = ("looprl.train: update 0 (1/5) · reward_mean 0.500 · 1.0 s · ETA 4.0 s\n"
+           "looprl.train: warning: no learning signal: every completion's reward was equal in 5 updates in a row\n"
+           "looprl.train: update 1: 4 consecutive optimizer steps skipped; stopping\n")
+    assert said_lines(err) == ["looprl.train: update 1: 4 consecutive optimizer steps skipped; stopping"]

@@ -3,7 +3,7 @@ last good checkpoint intact; a reward function that raises stops the run naming 
 as a native checkpoint that --model, looprl.eval, looprl.verify and looprl.inspect take."""
 import json
 import pytest
-from conftest import run_cli, updates, PLUGINS
+from conftest import run_cli, updates, said_lines, PLUGINS
 
 def test_fp16_overflow_stops_after_k_skipped_steps(shipped, arithmetic, tmp_path):
     out = tmp_path / "run"
@@ -11,7 +11,7 @@ def test_fp16_overflow_stops_after_k_skipped_steps(shipped, arithmetic, tmp_path
                 "--precision", "fp16", "--loss-scale", "1e30", "--max-skipped-steps", "3", "--updates", "5", "--max-response-tokens", "6",
                 "--no-eval", "--no-progress")
     assert r.returncode == 1, (r.returncode, r.stderr)
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = said_lines(r.stderr)
     assert lines == ["looprl.train: update 1: 4 consecutive optimizer steps skipped (FP16 gradients overflowed at loss scale 1e+30); "
                      "stopping. The last good checkpoint is update-000001"], r.stderr
     assert (out / "checkpoints" / "latest").read_text().strip() == "update-000001"
@@ -23,7 +23,7 @@ def test_a_raising_reward_stops_the_run_naming_it(shipped, arithmetic, tmp_path)
                 "--precision", "fp32", "--reward", f"{PLUGINS / 'rng_reward.py'}:broken_reward", "--updates", "3",
                 "--max-response-tokens", "6", "--no-eval", "--no-progress")
     assert r.returncode == 1
-    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    lines = said_lines(r.stderr)
     assert len(lines) == 1 and "broken_reward raised ValueError: cannot score a 7" in lines[0] and lines[0].startswith("looprl.train: update "), r.stderr
 
 @pytest.fixture(scope="module")
