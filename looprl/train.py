@@ -12,6 +12,7 @@ from .core.cli import UsageError, command_parser, fail
 from .run.options import RunOptions, option_flags, options_for_resume
 from .run.loop import RunFailed, RunInterrupted, run
 from .core.state import DamagedCheckpoint     # a damaged checkpoint found on resume: exit status 1
+from .core.state import RunError             # a run directory that cannot be resumed as asked: exit status 2
 from .run.plan import ADJUSTABLE
 
 # %% auto #0
@@ -88,7 +89,7 @@ def main(argv=None):
     try:
         o = options_from_args(ns)
         s = run(o, progress=not ns.no_progress)
-    except UsageError as e: fail("train", e)
+    except (UsageError, RunError) as e: fail("train", e)
     except (RunFailed, DamagedCheckpoint) as e: fail("train", e, code=1)
     except RunInterrupted as e:                 # the updates it finished, then how to resume
         if e.summary: print(summary_table(e.summary), flush=True)

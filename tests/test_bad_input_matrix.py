@@ -238,6 +238,8 @@ CASES = [
          output=run_dir),
     Case("train-resume-run-json-without-options", "train", resume(write("run.json", '{"contract": {}}')),
          "{T}/run/run.json: unreadable run file", output=run_dir),
+    Case("train-resume-metrics-damaged", "train", resume(write("metrics.jsonl", "garbage\n")),
+         "{T}/run/metrics.jsonl:1: invalid JSON", output=run_dir),
     Case("train-resume-another-algorithm", "train", lambda w: [*resume()(w), "--algorithm", "ppo"],
          "algorithm: run has 'grpo', requested 'ppo'", output=run_dir),
     # eval
