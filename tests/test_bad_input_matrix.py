@@ -167,6 +167,8 @@ CASES = [
          "does not match"),
     Case("train-model-no-tokenizer", "train", train_with(lambda w: ["--model", w.model(remove("tokenizer.json"))]),
          "--model: {T}/model: no tokenizer.json"),
+    Case("train-model-tokenizer-damaged", "train", train_with(lambda w: ["--model", w.model(write("tokenizer.json", "{}"))]),
+         "--model: {T}/model/tokenizer.json: not a tokenizer file"),
     # train: the output, checked before any work
     Case("train-output-under-a-file", "train", lambda w: ["--output", w.file("afile") / "run", "--no-progress"],
          "--output: cannot create {T}/afile/run: {T}/afile is a file", output=lambda w: w.T / "afile"),
@@ -245,6 +247,8 @@ CASES = [
     # eval
     Case("eval-model-truncated-safetensors", "eval", lambda w: [w.model(truncate("model.safetensors"))],
          "{T}/model/model.safetensors: truncated"),
+    Case("eval-tokenizer-damaged", "eval", lambda w: [w.model(write("tokenizer.json", "{}"))],
+         "{T}/model/tokenizer.json: not a tokenizer file"),
     Case("eval-nothing-there", "eval", lambda w: [w.T / "nowhere"], "neither a checkpoint directory"),
     Case("eval-limit-zero", "eval", lambda w: [MODEL, "--limit", "0"], "--limit: must be ≥ 1, got 0"),
     Case("eval-temperature-negative", "eval", lambda w: [MODEL, "--temperature", "-1"], "--temperature: must be a finite number > 0"),
