@@ -13,6 +13,7 @@ import torch
 from ..core.cli import UsageError
 from ..model.config import LoopedConfig, load_config
 from ..core.state import latest_checkpoint, CHECKPOINTS
+from ..training.settings import CRITIC_FREE
 
 # %% auto #0
 __all__ = ['GiB', 'RUNTIME_BYTES', 'ADJUSTABLE', 'GPU_CARDS', 'PHASES', 'PLAN_SETTINGS', 'model_counts', 'learner_bytes',
@@ -66,14 +67,14 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
     trainer = {f"actor {k}": v for k, v in learner_bytes(counts["actor"]["params"], prec, o.trainer.optimizer).items()}
-    if o.algorithm != "grpo":                     # one learner steps at a time: the larger one's gradients
+    if o.algorithm not in CRITIC_FREE:                     # one learner steps at a time: the larger one's gradients
         critic = learner_bytes(counts["critic"]["params"], prec, o.trainer.optimizer)
         trainer.update({f"critic {k}": v for k, v in critic.items() if k != "gradients"})
         trainer["gradients (actor or critic, one at a time)"] = max(trainer.pop("actor gradients"), critic["gradients"])
     rows = min(o.trainer.micro_batch_size, o.prompts_per_update * o.group_size // o.trainer.minibatches)
     seq = o.rollout.max_prompt_tokens + o.rollout.max_response_tokens
     trainer["activations"] = activation_bytes(cfg, rows, seq, prec, o.trainer.recompute, o.trainer.recompute_every)
-    reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm == "grpo" else ("actor", "critic")))
+    reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm in CRITIC_FREE else ("actor", "critic")))
     trainer["gradient sums of reused weights"] = (2 if prec == "fp16" else 4) * reused   # during the backward
     wb = 2 if prec == "fp16" else 4
     engine = {"engine weights": wb * counts["actor"]["params"],
@@ -89,7 +90,7 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
 def checkpoint_bytes(cfg: LoopedConfig, o, counts: dict | None = None) -> int:
     "Bytes of one full-state checkpoint of options `o`."
     counts = counts or model_counts(cfg)
-    roles = ("actor",) if o.algorithm == "grpo" else ("actor", "critic")
+    roles = ("actor",) if o.algorithm in CRITIC_FREE else ("actor", "critic")
     state = lambda n: 4 * n + learner_bytes(n, "fp32", o.trainer.optimizer)["optimizer"]
     return sum(counts[r]["buffer_bytes"] + state(counts[r]["params"]) for r in roles)
 
@@ -98,7 +99,7 @@ def disk_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     "What the run directory holds at its fullest: checkpoints (kept and being written) and exported policies."
     counts = counts or model_counts(cfg)
     prec = o.trainer.precision or (cfg.default_precision if o.device == "cuda" else "fp32")
-    roles = ("actor",) if o.algorithm == "grpo" else ("actor", "critic")
+    roles = ("actor",) if o.algorithm in CRITIC_FREE else ("actor", "critic")
     # trainer.pt beside the rank files
     gathered = sum(4 * counts[r]["params"] + counts[r]["buffer_bytes"] for r in roles)
     one = checkpoint_bytes(cfg, o, counts)
