@@ -59,6 +59,9 @@ def main(argv=None):
         given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward,
                                        limit=a.limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
+        if kw["device"] == "cuda" and not torch.cuda.is_available():      # given, or the run's own device
+            raise EvalInputError("--device cuda: no CUDA device is available"
+                                 + ("" if a.device else f" (the device of {a.path}; give --device cpu)"))
         spec = kw.pop("spec", EvalSpec())
         spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens,
                                                                  a.exit_threshold,

@@ -69,6 +69,8 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if samples < 1 or max_new_tokens < 1:
         raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
+    if not 0 < temperature < float("inf"):          # sampled log-probs: none at 0 (greedy), nan or inf
+        raise UsageError(f"--temperature must be a finite number > 0, got {temperature}")
     dt, own = PRECISIONS[dtype], load_config(path)
     cfg = at_depth(own, depth, str(path))
     exit_contract(rule.threshold, rule.mode, cfg.family)             # Ouro only

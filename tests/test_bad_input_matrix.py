@@ -257,12 +257,16 @@ CASES = [
     Case("eval-run-json-damaged", "eval", lambda w: [w.run(write("run.json", "{x"))], "{T}/run/run.json: not a readable run file",
          output=run_dir),
     Case("eval-bad-reward", "eval", lambda w: [MODEL, "--reward", "nocolon"], "reward 'nocolon'"),
+    Case("eval-cuda-without-a-gpu", "eval", lambda w: [MODEL, "--device", "cuda"], "--device cuda: no CUDA device is available",
+         skip=with_cuda),
     # verify
     Case("verify-model-garbage-safetensors", "verify", lambda w: [w.model(write("model.safetensors", b"\xff" * 4096))],
          "{T}/model/model.safetensors: not a safetensors file"),
     Case("verify-no-directory", "verify", lambda w: [w.T / "nowhere"], "{T}/nowhere: no such directory"),
     Case("verify-unknown-dtype", "verify", lambda w: [MODEL, "--dtype", "int8"], "--dtype must be one of fp32, fp16, bf16"),
     Case("verify-unknown-exit-mode", "verify", lambda w: [MODEL, "--exit-mode", "x"], "--exit-mode: 'x' is not one of"),
+    Case("verify-greedy", "verify", lambda w: [MODEL, "--temperature", "0"], "--temperature must be a finite number > 0, got 0.0"),
+    Case("verify-temperature-negative", "verify", lambda w: [MODEL, "--temperature", "-1"], "--temperature must be a finite number > 0"),
     Case("verify-no-samples", "verify", lambda w: [MODEL, "--samples", "0"], "--samples and --max-new-tokens must be ≥ 1"),
     # inspect
     Case("inspect-model-truncated-safetensors", "inspect", lambda w: [w.model(truncate("model.safetensors"))],
