@@ -47,6 +47,7 @@ def check_request(family: str | None, out) -> Path:
 def make_tiny(family: str, out, seed: int = 0) -> dict:
     "Write a tiny `family` checkpoint with seed `seed` to `out` (refusing a non-empty `out`); return a summary."
     out = check_request(family, out)
+    if not 0 <= seed < 2**63: raise ConfigError(f"--seed: must be in [0, 2**63), got {seed}")   # torch's seed range
     make_tiny_checkpoint(family, out, seed=seed)
     cfg = tiny_config(family)
     return dict(path=str(out), family=family, seed=seed, depth_key=cfg.depth_key, depth=cfg.depth,

@@ -300,6 +300,8 @@ CASES = [
          output=lambda w: w.T / "busy"),
     Case("make_tiny-out-under-a-file", "make_tiny", lambda w: [w.file("afile") / "m", "--family", "ouro"],
          "cannot create {T}/afile/m: {T}/afile is a file", output=lambda w: w.T / "afile"),
+    Case("make_tiny-seed-negative", "make_tiny", lambda w: [w.out, "--family", "ouro", "--seed", "-1"],
+         "--seed: must be in [0, 2**63), got -1"),
     # warmstart
     Case("warmstart-max-steps-zero", "warmstart", lambda w: [w.out, "--max-steps", "0"], "--max-steps and --batch-size must be ≥ 1"),
     Case("warmstart-out-not-empty", "warmstart", lambda w: [w.busy()], "{T}/busy: exists and is not empty",
