@@ -70,8 +70,9 @@ def test_learning_bench_refuses_a_used_workdir_in_one_line(tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 def test_learning_bench_default_workdir_is_new_each_time(monkeypatch, tmp_path):
+    "Without --workdir, each call's runs go to a new directory under runs/bench/ (of the directory it runs in)."
     import looprl.bench.learning as L
-    monkeypatch.setattr(L.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     seen = []
     def fake_run(alg, seed, out, train_args):
         out.mkdir(); seen.append(out)
@@ -79,7 +80,8 @@ def test_learning_bench_default_workdir_is_new_each_time(monkeypatch, tmp_path):
                     heldout=[dict(sampled_accuracy=0.5, greedy_accuracy=0.5)] * 2)
     monkeypatch.setattr(L, "learning_run", fake_run)
     L.bench_learning(("grpo",), (42,)); L.bench_learning(("grpo",), (42,))
-    assert len(seen) == 2 and seen[0].parent != seen[1].parent and all(p.parent.parent == tmp_path for p in seen)
+    assert len(seen) == 2 and seen[0].parent != seen[1].parent
+    assert all(p.parent.parent == tmp_path / "runs" / "bench" for p in seen), seen
 
 def test_results_gpu_cells_skip_under_nbconvert_on_a_cpu_and_leave_no_scratch(tmp_path):
     "The Results page's set-up cells and every GPU cell, run as Jupyter runs them (nbconvert --execute) with no GPU visible."

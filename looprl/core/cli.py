@@ -91,7 +91,7 @@ def check_output(path, flag: str = "--output", file: bool = False) -> Path:
 # %% ../../nbs/00c_cli.ipynb #workdir2
 def work_dir(name: str, root="runs/bench") -> Path:
     "A new directory `<root>/<name>-<time>-<random>` for a command's own runs (when it is given no directory for them)."
-    root = Path(root); root.mkdir(parents=True, exist_ok=True)
+    root = Path(root).absolute(); root.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=root))
 
 # %% ../../nbs/00c_cli.ipynb #c1d0a002
