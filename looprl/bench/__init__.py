@@ -13,7 +13,8 @@ from ..core.cli import UsageError, command_parser, error_message, fail, check_ou
 from ..core.precision import PRECISIONS
 
 # %% auto #0
-__all__ = ['BENCH_USAGE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs', 'main']
+__all__ = ['BENCH_USAGE', 'POSITIVE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs',
+           'numbers', 'check_bench_inputs', 'main']
 
 # %% ../../nbs/06a_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -237,6 +238,51 @@ def check_bench_outputs(a):
     for k in ("workdir", "disk_dir"):
         if getattr(a, k, None): check_output(getattr(a, k), "--" + k.replace("_", "-"))
 
+# %% ../../nbs/06a_bench.ipynb #0u7e5005
+def numbers(flag: str, text, kind=int, low=1) -> list:
+    "The comma-separated numbers of `flag`, each of `kind` and ≥ `low`; a UsageError naming the flag otherwise."
+    try: xs = [kind(x) for x in str(text).split(",")]
+    except ValueError: xs = []
+    if not xs or not all(x >= low for x in xs):           # nan compares false: refused
+        raise UsageError(f"{flag}: comma-separated {'integers' if kind is int else 'numbers'} ≥ {low}, got {text!r}")
+    return xs
+
+# %% ../../nbs/06a_bench.ipynb #0u7e5006
+POSITIVE = ("batch", "steps", "repeats", "pairs", "updates", "context", "prompt_tokens", "new_tokens", "n_embd",
+            "positions", "recompute_every", "eval_limit", "max_runs", "bytes")
+
+def check_bench_inputs(a):
+    """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, dtype or
+    algorithm, and a device this host does not have; each a UsageError naming the flag."""
+    from looprl.model.config import ConfigError, preset_config
+    from looprl.training.settings import ALGORITHMS
+    flag = lambda k: "--" + k.replace("_", "-")
+    for k in POSITIVE:
+        if (v := getattr(a, k, None)) is not None and v < 1: raise UsageError(f"{flag(k)}: must be ≥ 1, got {v}")
+    for k, kind, low in (("batch_sizes", int, 1), ("seeds", int, 0)):
+        if (v := getattr(a, k, None)) is not None: numbers(flag(k), v, kind, low)
+    if getattr(a, "exit_thresholds", None) and max(numbers("--exit-thresholds", a.exit_thresholds, float, 1e-9)) > 1:
+        raise UsageError(f"--exit-thresholds: each in (0, 1], got {a.exit_thresholds!r}")
+    if a.cmd == "learning" and (bad := [x for x in a.algorithms.split(",") if x not in ALGORITHMS]):
+        raise UsageError(f"--algorithms: {bad[0]!r} is not one of {', '.join(ALGORITHMS)}")
+    for k in ("dtype", "precision"):
+        if (v := getattr(a, k, None)) is not None and v not in PRECISIONS:
+            raise UsageError(f"{flag(k)}: one of {', '.join(PRECISIONS)}, got {v!r}")
+    preset = a.preset if a.cmd in ("decode-profile", "matmuls", "train", "publication") else \
+        a.preset or a.model if a.cmd == "rollout" and not a.engine else None
+    try:
+        if preset: preset_config(preset)                  # as the benchmark reads it: a directory or a known preset
+    except ConfigError as e: raise UsageError(f"--{'preset' if a.preset else 'model'}: {e}") from None
+    # not here: nccl publication (GPUs 0 and 1, its processes check), the engine comparison (the CPU only, it says)
+    own = not (a.cmd == "publication" and a.transport == "nccl" or a.cmd == "rollout" and a.engine)
+    for k in ("device", "src", "dst") if own else ():
+        if (d := getattr(a, k, None)) is None: continue
+        try: dev = torch.device(d)
+        except RuntimeError: raise UsageError(f"{flag(k)}: not a device, got {d!r}") from None
+        n = torch.cuda.device_count() if dev.type == "cuda" else 0
+        if dev.type == "cuda" and (dev.index or 0) >= n:
+            raise UsageError(f"{flag(k)} {d}: this host has {n} CUDA devices")
+
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):
     """python -m looprl.bench
@@ -245,7 +291,7 @@ def main(argv=None):
     a = bench_parser().parse_args(argv)
     from looprl.bench.learning import CommandFailed
     try:
-        check_bench_outputs(a)
+        check_bench_outputs(a); check_bench_inputs(a)
         name, res = bench_result(a)
     except UsageError as e: fail("bench", f"{a.cmd}: {error_message(e)}")
     except CommandFailed as e: fail("bench", f"{a.cmd}: {e}", code=1)
