@@ -330,9 +330,9 @@ def run(o: RunOptions, progress: bool = True) -> dict:
     p = prepare(o)
     # looprl.run.plan: settings that fit the devices and the disk, or refused
     p, plan = fit_prepared(p)
+    run_dir, loop = open_run(p)                   # refused here (a finished run, a busy directory): nothing said before
     for n in p.notes: print(f"looprl.train: note: {n}", file=sys.stderr)
     for w in start_warnings(o): print(f"looprl.train: {w}", file=sys.stderr)
-    run_dir, loop = open_run(p)
     t0, where, pl, logs, summary = time.perf_counter(), "before the first update", None, None, None
     try:
         with signals_as_exceptions():
