@@ -9,6 +9,7 @@ from __future__ import annotations
 import json, sys, time
 from pathlib import Path
 from ..core.cli import UsageError
+from .learning import CommandFailed       # a failed run: one line, exit status 1
 
 # %% auto #0
 __all__ = ['PHASE_MODES', 'phase_order', 'run_phase', 'read_ledger', 'check_ledger', 'phase_summary', 'bench_phases']
@@ -36,7 +37,8 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
     t = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t
-    if r.returncode: raise RuntimeError(f"{mode} run failed with exit {r.returncode}: {r.stderr[-2000:]}")
+    if r.returncode:                                      # one line from `python -m looprl.bench`, exit status 1
+        raise CommandFailed(f"{mode} run failed with exit {r.returncode}: {r.stderr[-2000:]}")
     summ = json.loads((out / "summary.json").read_text())
     lines = [l for l in read_metrics(out) if l["kind"] == "update"]
     shutil.rmtree(out, ignore_errors=True)

@@ -209,7 +209,8 @@ def load_tokenizer(model_dir) -> Tokenizer:
     if not f.is_file(): raise DataError(f"{model_dir}: no tokenizer.json")
     try: return Tokenizer.from_file(str(f))
     except Exception as e:             # the tokenizers library raises a bare Exception for a file it cannot read
-        raise DataError(f"{f}: not a tokenizer file the tokenizers library reads ({' '.join(str(e).split())})") from None
+        raise DataError(f"{f}: not a tokenizer file the tokenizers library reads ({' '.join(str(e).split())})") \
+            from None
 
 def is_char_tokenizer(tok: Tokenizer) -> bool:
     "looprl's character-level tokenizer (tiny models), which refuses unknown characters."
