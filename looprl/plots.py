@@ -12,12 +12,12 @@ import matplotlib
 import matplotlib.pyplot as plt
 from .core.cli import command_parser, refuse_bad_input, check_output
 from .compare import compare_runs, FIELDS
-from .core.state import read_metrics
+from .core.state import read_contract, read_metrics
 
 # %% auto #0
 __all__ = ['PARITY_FLOOR', 'DYNAMICS', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing',
            'phase_timing', 'legend_outside', 'depth_figure', 'exit_table_figure', 'reward_figure', 'heldout_figure',
-           'parity_figure', 'timing_figure', 'dynamics_figure', 'run_figures', 'main']
+           'parity_figure', 'timing_figure', 'dynamics_figure', 'run_figures', 'main', 'read_exit_table']
 
 # %% ../nbs/05h_plots.ipynb #738f99fb
 def resume_matrix(pairs: dict, ax=None):
@@ -250,7 +250,7 @@ def run_figures(runs, out) -> list[Path]:
     "Write one PNG per figure of FIGURES for `runs` into `out`; returns the paths."
     runs = [Path(r) for r in runs]
     for r in runs:
-        if not (r / "run.json").is_file(): raise ValueError(f"{r}: not a looprl run directory (no run.json)")
+        read_contract(r)                        # a run.json that is missing or damaged: a RunError naming it
         if not _updates(r): raise ValueError(f"{r}: the run has no completed update yet")
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -272,11 +272,22 @@ def main(argv=None):
     with refuse_bad_input("plots", errors=(ValueError, OSError, KeyError)):
         if not a.runs and not a.exit_table: raise ValueError("give run directories, or --exit-table FILE")
         check_output(a.out, "--out")                          # before any figure is drawn
+        table = read_exit_table(a.exit_table) if a.exit_table else None
         paths = run_figures(a.runs, a.out) if a.runs else []
-        if a.exit_table:
-            fig = exit_table_figure(json.loads(Path(a.exit_table).read_text())["result"]); fig.tight_layout()
+        if table is not None:
+            fig = exit_table_figure(table); fig.tight_layout()
             Path(a.out).mkdir(parents=True, exist_ok=True); paths.append(Path(a.out) / "exits.png")
             fig.savefig(paths[-1], dpi=110)
     for p in paths: print(p)
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs
+
+# %% ../nbs/05h_plots.ipynb #rdexit02
+def read_exit_table(path) -> dict:
+    "The result of a `bench learning --exit-thresholds` file; a ValueError naming the file if it is not one."
+    p = Path(path)
+    if not p.is_file(): raise ValueError(f"--exit-table {p}: no such file")
+    try: return json.loads(p.read_text())["result"]
+    except json.JSONDecodeError as e: raise ValueError(f"--exit-table {p}: invalid JSON at line {e.lineno}") from None
+    except (KeyError, TypeError):
+        raise ValueError(f"--exit-table {p}: no 'result' (the file of bench learning --exit-thresholds)") from None
