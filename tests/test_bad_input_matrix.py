@@ -139,6 +139,12 @@ as_root = lambda: ("root writes into a read-only directory, so no refusal can be
                    if hasattr(os, "geteuid") and os.geteuid() == 0 else None)
 with_cuda = lambda: "this host has CUDA" if torch.cuda.is_available() else None
 
+def closed_port() -> int:
+    "A local TCP port where nothing listens (bound, then closed)."
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
 def read_only_dir(w) -> Path:
     d = w.T / "ro"; d.mkdir(exist_ok=True); d.chmod(0o555)
     return d
@@ -203,6 +209,9 @@ CASES = [
          "--distributed-optimizer: Megatron's distributed optimizer needs backend megatron"),
     Case("train-train-env-vars-not-an-object", "train", train("--train-env-vars", "[1]"),
          "argument --train-env-vars: must be a JSON object"),
+    Case("train-ray-address-not-answering", "train", lambda w: ["--output", w.out, "--no-progress",
+                                                                 "--ray-address", f"127.0.0.1:{closed_port()}"],
+         "--ray-address 127.0.0.1:"),
     Case("train-cuda-without-a-gpu", "train", train("--device", "cuda"), "--device cuda: this host has", skip=with_cuda),
     # train: reward specs
     Case("train-reward-no-colon", "train", train("--reward", "nocolon"), "--reward: reward 'nocolon': expected 'module:function'"),

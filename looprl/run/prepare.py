@@ -6,7 +6,7 @@ Docs: https://looprl.github.io/looprl/prepare.html.md"""
 
 # %% ../../nbs/04g_prepare.ipynb #repareim
 from __future__ import annotations
-import json, sys
+import json, socket, sys
 from pathlib import Path
 from dataclasses import dataclass, asdict, replace
 import torch
@@ -26,7 +26,7 @@ from .placement import placement_refusal, gpus_needed
 from ..training.settings import TrainSettings
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_devices', 'Prepared', 'default_precision',
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'Prepared', 'default_precision',
            'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
@@ -39,10 +39,22 @@ def default_engine_revision(engine: str) -> str:
     from looprl.rollout.vllm_plugin import VLLM_VERSION      # no vLLM import: the engine refuses any other release
     return f"looprl-vllm-{VLLM_VERSION}-{__version__}"
 
+# %% ../../nbs/04g_prepare.ipynb #rayaddr2
+def check_ray_address(address: str | None, timeout: float = 5.0):
+    "Refuse a `--ray-address` that is not HOST:PORT (auto, local aside) or where nothing answers."
+    if address in (None, "auto", "local"): return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    check(host and port.isdigit(), f"--ray-address: HOST:PORT, ray://HOST:PORT, auto or local, got {address!r}")
+    try: socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise UsageError(f"--ray-address {address}: nothing answers there ({e.strerror or type(e).__name__})") from None
+
 # %% ../../nbs/04g_prepare.ipynb #eff5dad8
 def check_devices(o: RunOptions):
     """Refuse workers placed where they cannot run (the placement's rules), and `--device cuda` on
-    a host without the GPUs the placement needs (one for in-process workers, one each under Ray)."""
+    a host without the GPUs the placement needs (one for in-process workers, one each under Ray), and a Ray address
+    that does not answer."""
+    if o.placement == "ray": check_ray_address(o.ray_address)
     refusal = placement_refusal(o.device, o.placement, o.transport, o.trainer_processes)
     check(refusal is None, refusal)
     # megatron: CUDA and megatron-core, or one line naming what is missing
