@@ -251,6 +251,12 @@ CASES = [
          "{T}/run/run.json: unreadable run file", output=run_dir),
     Case("train-resume-metrics-damaged", "train", resume(write("metrics.jsonl", "garbage\n")),
          "{T}/run/metrics.jsonl:1: invalid JSON", output=run_dir),
+    Case("train-resume-model-truncated", "train", lambda w: [*resume()(w), "--model", w.model(truncate("model.safetensors"))],
+         "--model: {T}/model/model.safetensors: truncated", output=run_dir),
+    Case("train-resume-model-bytes-changed", "train",
+         lambda w: [*resume()(w), "--model", w.model(write("model.safetensors", MODEL.joinpath("model.safetensors")
+                                                                .read_bytes()[:-4] + b"\x00\x01\x02\x03"))],
+         "{T}/run/run.json: cannot resume with different settings: model.sha256: run has", output=run_dir),
     Case("train-resume-another-algorithm", "train", lambda w: [*resume()(w), "--algorithm", "ppo"],
          "algorithm: run has 'grpo', requested 'ppo'", output=run_dir),
     # eval
