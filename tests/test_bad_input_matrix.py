@@ -300,6 +300,7 @@ CASES = [
          f"{{T}}/run/{CKPT}/trainer.pt: unreadable", output=run_dir),
     Case("compare-unknown-field", "compare", lambda w: [w.run(), w.run(), "--ignore", "nosuch"], "--ignore: unknown field 'nosuch'",
          output=run_dir),
+    Case("compare-one-run", "compare", lambda w: [w.T / "a"], "the following arguments are required: run_b"),
     Case("compare-not-runs", "compare", lambda w: [w.T / "a", w.T / "b"], "not a run directory"),
     # plots
     Case("plots-not-a-run", "plots", lambda w: [w.T / "nowhere", "--out", w.out], "{T}/nowhere: not a looprl run directory"),
@@ -338,6 +339,7 @@ CASES = [
          "{T}/splits: no train.jsonl"),
     Case("warmstart-max-seconds-zero", "warmstart", lambda w: [w.out, "--preset", "small", "--max-seconds", "0"],
          "--max-seconds must be > 0"),
+    Case("warmstart-lr-nan", "warmstart", lambda w: [w.out, "--lr", "nan"], "Invalid learning rate: nan"),
     # tasks.data
     Case("tasks.data-unknown-task", "tasks.data", lambda w: ["sudoku", "--n", "4", "--out", w.out], "unknown task 'sudoku'"),
     Case("tasks.data-n-zero", "tasks.data", lambda w: ["chain_sum", "--n", "0", "--out", w.out], "argument --n: must be an integer ≥ 1"),
