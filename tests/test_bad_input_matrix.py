@@ -221,6 +221,7 @@ CASES = [
     Case("train-reward-no-file", "train", train("--reward", "tests/plugins/nowhere.py:f"), "--reward:"),
     # train: prompt data, named by file and line
     Case("train-data-missing", "train", train_with(lambda w: ["--data", w.T / "nowhere.jsonl"]), "{T}/nowhere.jsonl: no such file"),
+    Case("train-data-a-directory", "train", train_with(lambda w: ["--data", w.busy()]), "{T}/busy: a directory, not a JSONL file"),
     Case("train-data-row-cut-short", "train", data(ROW + '{"prompt": "2+2=", "label": \n'), "data.jsonl:2"),
     Case("train-data-no-label", "train", data('{"prompt": "1+1="}\n'), "label"),
     Case("train-data-label-a-number", "train", data('{"prompt": "1+1=", "label": 2}\n'), "label"),

@@ -46,6 +46,7 @@ def _row(obj, src: str) -> dict:
 def load_prompts(path) -> list[dict]:
     "Rows of a JSONL prompt file, each with string `prompt` and `label` (extra keys kept)."
     p = Path(path)
+    if p.is_dir(): raise DataError(f"{path}: a directory, not a JSONL file")
     if not p.is_file(): raise DataError(f"{path}: no such file")
     raw = p.read_bytes()
     try: text = raw.decode("utf-8")
