@@ -413,6 +413,14 @@ CASES = [
     Case("bench-unknown-benchmark", "bench", lambda w: ["nosuch"], "argument cmd: invalid choice: 'nosuch'"),
 ]
 
+# a mistyped flag, for every command (looprl.core.cli's parser): the arguments it needs, then the flag
+NEEDS = {"inspect": lambda w: [MODEL], "make_tiny": lambda w: [w.out, "--family", "ouro"], "warmstart": lambda w: [w.out],
+         "verify": lambda w: [MODEL], "eval": lambda w: [MODEL], "compare": lambda w: [w.T / "a", w.T / "b"],
+         "plots": lambda w: [w.T / "run", "--out", w.out], "bench": lambda w: ["digest", "--out", w.out],
+         "tasks.data": lambda w: ["chain_sum", "--n", "4", "--out", w.out]}
+CASES += [Case(f"{c}-unknown-flag", c, lambda w, need=need: [*need(w), "--no-such-flag"],
+               "unrecognized arguments: --no-such-flag") for c, need in NEEDS.items()]
+
 
 @pytest.fixture(scope="module", autouse=True)
 def help_texts_once():
