@@ -13,7 +13,7 @@ CASES = {
     "eval":      (lambda t: [t / "ck", "--no-such-flag"], lambda t: [t / "nowhere"], "neither a checkpoint directory"),
     "compare":   (lambda t: [t / "a", t / "b", "--no-such-flag"], lambda t: [t / "a", t / "b"], "not a run directory"),
     "plots":     (lambda t: [t / "run", "--out", t / "f", "--no-such-flag"], lambda t: [t / "nowhere", "--out", t / "f"], "not a looprl run directory"),
-    "bench":     (lambda t: ["digest", "--no-such-flag"], lambda t: ["phases", "--model", t / "nowhere", "--workdir", t / "w"],
+    "bench":     (lambda t: ["digest", "--no-such-flag"], lambda t: ["phases", "--model", t / "nowhere", "--workdir", t / "w", "--device", "cpu"],
                   "phases: --model"),
     "tasks.data": (lambda t: ["chain_sum", "--n", "4", "--out", t / "out", "--no-such-flag"], lambda t: ["sudoku", "--n", "4", "--out", t / "out"],
                   "unknown task 'sudoku'; one of: aiw,"),
