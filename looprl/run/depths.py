@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib, json, os, tempfile
 from pathlib import Path
 import torch
-from ..core.atomic import atomic_write_text
+from ..core.atomic import atomic_write_text, umask
 from ..core.cli import UsageError
 from ..model.config import at_depth, load_config
 from ..model.registry import get_family
@@ -168,6 +168,7 @@ def accuracy_depth_figure(res: dict):
     ax.set(xlabel=f"depth ({res['depth_key']})", ylabel="held-out accuracy", ylim=(-0.02, 1.02),
            title=f"accuracy against depth: {res['family']}, {res['questions']} questions")
     ax.legend(fontsize=7)
+    fig.tight_layout()
     return fig
 
 # %% ../../nbs/04l1_depths.ipynb #dpt00034
@@ -192,6 +193,7 @@ def write_depth_report(res: dict, out) -> tuple[Path, Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{png.name}.", suffix=".png", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as f: fig.savefig(f, dpi=110, format="png")
+        os.chmod(tmp, 0o666 & ~umask())                # as an ordinary new file, not mkstemp's owner-only mode
         os.replace(tmp, png)
     finally:
         plt.close(fig)
