@@ -51,7 +51,7 @@ def test_empty_file(tmp_path, text):
 
 def test_missing_file_and_bad_encoding(tmp_path):
     with pytest.raises(DataError, match="no such file"): load_prompts(tmp_path / "nope.jsonl")
-    with pytest.raises(DataError, match="no such file"): load_prompts(tmp_path)
+    with pytest.raises(DataError, match="a directory, not a JSONL file"): load_prompts(tmp_path)
     f = _write(tmp_path, GOOD.encode() + GOOD.encode() + b'{"prompt": "\xff", "label": "1"}\n')
     with pytest.raises(DataError, match=r"data\.jsonl:3: not UTF-8"): load_prompts(f)
 
