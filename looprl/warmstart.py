@@ -252,7 +252,7 @@ def main_task_model(a, log):
     if a.max_seconds is not None and not a.max_seconds > 0:
         raise UsageError(f"--max-seconds must be > 0, got {a.max_seconds}")
     recipe = {k: getattr(a, k) for k in ("lr", "batch_size") if getattr(a, k) is not None}
-    if any(v <= 0 for v in recipe.values()):
+    if any(not v > 0 for v in recipe.values()):                  # nan too
         raise UsageError(f"--lr and --batch-size must be > 0, got {a.lr} and {a.batch_size}")
     if a.splits: tm.read_splits(a.splits)                # bad splits refused before any work
     if a.write_splits:
@@ -302,9 +302,12 @@ def main(argv=None):
         a.family = a.family or default_family().name
         a.target_accuracy = TARGET if a.target_accuracy is None else a.target_accuracy
         a.max_steps = MAX_STEPS if a.max_steps is None else a.max_steps
-        a.batch_size, a.lr = a.batch_size or BATCH_SIZE, LR if a.lr is None else a.lr
+        a.batch_size = BATCH_SIZE if a.batch_size is None else a.batch_size
+        a.lr = LR if a.lr is None else a.lr
         if a.max_steps < 1 or a.batch_size < 1:
             raise UsageError(f"--max-steps and --batch-size must be ≥ 1, got {a.max_steps} and {a.batch_size}")
+        if not 0 < a.target_accuracy <= 1: raise UsageError(f"--target-accuracy: in (0, 1], got {a.target_accuracy}")
+        if not a.lr > 0: raise UsageError(f"--lr: must be > 0, got {a.lr}")
         rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed,
                     a.batch_size, a.lr,
                     evaluate_model=not a.no_evaluate, log=log)
