@@ -305,7 +305,7 @@ def validate(self: RunOptions) -> RunOptions:
     except ValueError as e: raise as_flag_error(e) from None
     self.rollout.validate()
     for k in ("updates", "keep_checkpoints", "checkpoint_every", "eval_samples"): check_count(k, getattr(self, k))
-    for k in ("eval_every", "export_every"): check_count(k, getattr(self, k), 0)
+    for k in ("eval_every", "export_every", "progress_every", "no_signal_updates"): check_count(k, getattr(self, k), 0)
     if self.eval_limit is not None: check_count("eval_limit", self.eval_limit)
     if self.stop_after is not None:
         check(not self.resume, "--stop-after and --resume cannot be combined (resume runs to --updates)")
