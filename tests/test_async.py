@@ -72,7 +72,7 @@ def test_sync_and_async_checkpoints_do_not_mix(shipped, arithmetic, tmp_path, ca
     s = dict(settings("huginn_raven", "grpo", "sgd", 1e-2, shipped, arithmetic), updates=2, async_=False)
     sync, asyn = tmp_path / "sync", tmp_path / "async"
     L.run(O.RunOptions.from_flat(str(sync), stop_after=1, **s), progress=False)
-    before = sorted(p.name for p in sync.rglob("*"))
+    before = sorted(p.name for p in sync.rglob("*")); capsys.readouterr()       # the run's own progress lines
     with pytest.raises(SystemExit) as e: train_main(["--output", str(sync), "--resume", "--async", "--no-progress"])
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1 and "async: run has False, requested True" in err, err

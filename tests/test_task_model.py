@@ -69,7 +69,7 @@ def test_a_grpo_run_on_it_replays_exactly_on_the_cpu(small, tmp_path):
     (("--preset", "small", "--max-seconds", "-1"), "--max-seconds must be > 0"),
     (("--preset", "small", "--splits", "does/not/exist"), "does/not/exist: no train.jsonl"),
     (("--preset", "small", "--family", "ouro"), "--family: not a setting of --preset small"),
-    (("--preset", "mid", "--lr", "1e-3"), "--lr: not a setting of --preset mid"),
+    (("--preset", "mid", "--target-accuracy", "0.3"), "--target-accuracy: not a setting of --preset mid"),
     (("--device", "cuda"), "--device: not a setting of --preset tiny"),
     (("--write-splits",), "--write-splits: not a setting of --preset tiny"),
 ])
