@@ -13,7 +13,7 @@ from typing import Iterator, NoReturn
 
 # %% auto #0
 __all__ = ['BAD_INPUT', 'UsageError', 'one_line', 'is_looprl_error', 'error_message', 'fail', 'refuse_bad_input', 'CommandParser',
-           'command_parser', 'check_output', 'work_dir', 'stdout_to_stderr']
+           'command_parser', 'RenamedFlag', 'rename_flag', 'check_output', 'work_dir', 'stdout_to_stderr']
 
 # %% ../../nbs/00c_cli.ipynb #05a67eb0
 class UsageError(ValueError):
@@ -71,6 +71,30 @@ class CommandParser(argparse.ArgumentParser):
 def command_parser(command: str, description: str | None = None, **kwargs) -> CommandParser:
     "The argument parser of `python -m looprl.<command>`."
     return CommandParser(prog=f"python -m looprl.{command}", description=description, command=command, **kwargs)
+
+# %% ../../nbs/00c_cli.ipynb #rnm00002
+class RenamedFlag(argparse.Action):
+    """The old name of the parser's flag `new`: parsed as `new` (same type, choices and setting), hidden from --help,
+    and announced once per parser as one line on stderr naming `new`."""
+    def __init__(self, option_strings, dest, new: str, target: argparse.Action, **kwargs):
+        self.new, self.target = new, target
+        super().__init__(option_strings, dest, nargs=target.nargs, const=target.const, type=target.type,
+                         choices=target.choices, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                         metavar=target.metavar)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        said = parser.__dict__.setdefault("renamed_said", set())
+        if option_string not in said:
+            said.add(option_string)
+            print(f"looprl.{getattr(parser, 'command', parser.prog)}: {option_string} is an old name: use {self.new}",
+                  file=sys.stderr, flush=True)
+        self.target(parser, namespace, values, self.new)
+
+# %% ../../nbs/00c_cli.ipynb #rnm00003
+def rename_flag(parser: argparse.ArgumentParser, old: str, new: str) -> RenamedFlag:
+    "Keep the flag name `old` working as an announced, hidden alias of `parser`'s flag `new` (added before)."
+    target = parser._option_string_actions[new]
+    return parser.add_argument(old, action=RenamedFlag, dest=target.dest, new=new, target=target)
 
 # %% ../../nbs/00c_cli.ipynb #0u7a1002
 def check_output(path, flag: str = "--output", file: bool = False) -> Path:
