@@ -195,7 +195,8 @@ def dev_accuracy(model: LoopedLM, tok: Tokenizer, rows: list[dict], max_new_toke
 def warm_start(preset: TaskModelPreset, splits: dict[str, list[dict]], tok: Tokenizer, device="cpu", seed: int = 0,
                max_steps: int | None = None, max_seconds: float | None = None, log=None) -> tuple[LoopedLM, dict]:
     """Supervised steps on `splits['train']` until the dev split's greedy accuracy reaches the preset's target, or
-    `max_steps` (default the preset's), or `max_seconds` of wall-clock time (checked at each dev check)."""
+    `max_steps` (default the preset's), or `max_seconds` of wall-clock time (checked at each dev check). The model
+    returned carries the weights of the dev check with the best accuracy (the latest of equals)."""
     max_steps = preset.max_steps if max_steps is None else max_steps
     max_seconds = preset.max_seconds if max_seconds is None else max_seconds
     if max_steps < 1: raise ValueError(f"max_steps must be ≥ 1, got {max_steps}")
@@ -209,6 +210,7 @@ def warm_start(preset: TaskModelPreset, splits: dict[str, list[dict]], tok: Toke
         return supervised_batch([examples[i] for i in cursor.take(B)], [example_seed(seed, step, i) for i in range(B)],
                                 model, device)
     losses, dev, stopped, t0 = [], [], "max_steps", time.perf_counter()
+    best = (-1.0, 0, None)                       # (dev accuracy, step, weights) of the best dev check so far
     with ThreadPoolExecutor(1) as pool:          # the next batch's initial states while the device runs this step
         upcoming = pool.submit(batch_at, 0)
         for step in range(max_steps):
@@ -222,10 +224,13 @@ def warm_start(preset: TaskModelPreset, splits: dict[str, list[dict]], tok: Toke
             if (step + 1) % preset.check_every and step + 1 < max_steps: continue
             acc, elapsed = dev_accuracy(model.eval(), tok, splits["dev"]), time.perf_counter() - t0
             model.train(); dev.append((step + 1, acc, round(elapsed, 1)))
+            if acc >= best[0]: best = (acc, step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
             if log: log(f"step {step + 1:5d}  loss {losses[-1].item():.4f}  dev greedy {acc:.3f}  {elapsed:6.1f} s")
             if acc >= preset.target: stopped = "target"; break
             if elapsed >= max_seconds: stopped = "max_seconds"; break
+    if best[1] != len(losses): model.load_state_dict(best[2])     # a later spike does not cost the best weights
     L = torch.stack(losses).float().cpu().tolist()
-    return model.eval(), dict(losses=L, steps=len(L), stopped=stopped, dev_curve=dev, first_loss=L[0], final_loss=L[-1],
+    return model.eval(), dict(losses=L, steps=len(L), stopped=stopped, dev_curve=dev, best_step=best[1],
+                              best_dev=best[0], first_loss=L[0], final_loss=L[-1],
                               final_loss_mean_last_20=sum(L[-20:]) / len(L[-20:]), train_s=time.perf_counter() - t0,
                               params=param_count(model))
