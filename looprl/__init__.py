@@ -66,4 +66,5 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # first, before the path finder: an old child name (looprl.families.huginn) imports the one module
 if not any(isinstance(f, MovedModules) for f in sys.meta_path): sys.meta_path.insert(0, MovedModules())
 
-from .model import families  # registers the shipped model families (looprl.model.registry)
+# The shipped model families register on the registry's first use (looprl.model.registry.load_shipped), not here:
+# `import looprl` stays free of torch, so `python -m looprl.<command> --help` answers before any model code loads.

@@ -8,63 +8,70 @@ Docs: https://looprl.github.io/looprl/eval.html.md"""
 from __future__ import annotations
 import json
 from dataclasses import astuple
-import torch
-from .core.cli import command_parser, fail, refuse_bad_input, stdout_to_stderr
-from .tasks.data import HELDOUT_DATA
-from .tasks.reward_specs import DEFAULT_REWARD
-from .run.evaluation import EvalInputError, EvalSpec, evaluate_model, run_eval_settings, summary_line
-from .run.depths import (PairingError, check_depth_out, depth_table, evaluate_depths, parse_depths,
-                               write_depth_report)
-
+from .core.cli import command_parser, fail, refuse_bad_input, rename_flag, stdout_to_stderr
 
 # %% auto #0
-__all__ = ['main']
+__all__ = ['parser', 'main']
 
 # %% ../nbs/05f_eval.ipynb #evc00006
+def parser():
+    """The command line of `python -m looprl.eval`: `train`'s flag names for the settings they share (the old names
+    --data, --samples, --max-new-tokens and --limit still work, and say so). Built without torch: --help answers at
+    once."""
+    ap = command_parser("eval", "Held-out accuracies (greedy, sampled, pass@k) of a checkpoint, or of a run's newest "
+                                "exported policy.")
+    a = ap.add_argument
+    a("path", help="a checkpoint directory, or a run directory (its newest exported policy)")
+    a("--eval-data", help="held-out JSONL of prompt/label rows (default: a run's held-out data, else the embedded "
+                          "held-out split)")
+    a("--eval-samples", type=int, help="sampled completions per question (default: the run's, else 4)")
+    a("--temperature", type=float, help="sampling temperature (default: the run's, else 0.8)")
+    a("--seed", type=int, help="seed of the evaluation's completions (default: the run's, else 0)")
+    a("--max-response-tokens", type=int, help="tokens per completion at most (default: the run's, else 8)")
+    a("--precision", choices=["fp16", "fp32"], help="default: the run's; else fp32 on the CPU, the family's on a GPU")
+    a("--device", choices=["cpu", "cuda"], help="default: the run's, else cpu")
+    a("--eval-limit", type=int, help="evaluate only the first N questions (default: the run's, else all)")
+    a("--reward", help="reward function as module:function or file.py:function (default: the run's, else train's)")
+    a("--exit-threshold", type=float, help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
+    a("--exit-mode", choices=["threshold", "sample"], help="Ouro's exit mode (default: the run's, else threshold)")
+    a("--depth", type=int, help="run the model at this loop count (its family's depth key: looprl.model.registry; "
+                                "default: its config's)")
+    a("--depths", help="comma-separated loop counts, e.g. 1,2,4,8: accuracy at each, paired (the same questions and "
+                       "seeds), as a table")
+    a("--out", help="with --depths: write the report's JSON here (a .json path) and its figure beside it")
+    a("--json", action="store_true", help="print the JSON result instead of the one-line summary")
+    for old, new in (("--data", "--eval-data"), ("--samples", "--eval-samples"),
+                     ("--max-new-tokens", "--max-response-tokens"), ("--limit", "--eval-limit")):
+        rename_flag(ap, old, new)
+    return ap
+
 def main(argv=None):
-    """Entry point of `python -m looprl.eval PATH`: held-out accuracies of a checkpoint or a run's newest exported
-    policy."""
-    ap = command_parser("eval", main.__doc__)
-    ap.add_argument("path", help="a checkpoint directory, or a run directory (its newest exported policy)")
-    ap.add_argument("--data", help="JSONL of prompt/label rows (default: a run's held-out data, "
-                                   "else the embedded held-out split)")
-    ap.add_argument("--samples", type=int, help="sampled completions per question (default: the run's, else 4)")
-    ap.add_argument("--temperature", type=float, help="sampling temperature (default: the run's, else 0.8)")
-    ap.add_argument("--seed", type=int, help="seed of the evaluation's completions (default: the run's, else 0)")
-    ap.add_argument("--max-new-tokens", type=int, help="tokens per completion at most (default: the run's, else 8)")
-    ap.add_argument("--precision", choices=["fp16", "fp32"],
-                    help="default: the run's; else fp32 on the CPU, the family's on a GPU")
-    ap.add_argument("--device", choices=["cpu", "cuda"], help="default: the run's, else cpu")
-    ap.add_argument("--limit", type=int, help="evaluate only the first N questions (default: the run's --eval-limit)")
-    ap.add_argument("--reward", help=f"reward function as module:function (default: the run's, else {DEFAULT_REWARD})")
-    ap.add_argument("--exit-threshold", type=float,
-                    help="Ouro: exit at cumulative exit probability ≥ q (default: the run's, else 1)")
-    ap.add_argument("--exit-mode", choices=["threshold", "sample"],
-                    help="Ouro's exit mode (default: the run's, else threshold)")
-    ap.add_argument("--depth", type=int, help="run the model at this loop count (its family's depth key: "
-                                              "looprl.model.registry; default: its config's)")
-    ap.add_argument("--depths", help="comma-separated loop counts, e.g. 1,2,4,8: accuracy at each, paired (the same "
-                                     "questions and seeds), as a table")
-    ap.add_argument("--out", help="with --depths: write the report's JSON here (a .json path) and its figure beside it")
-    ap.add_argument("--json", action="store_true", help="print the JSON result instead of the one-line summary")
-    a = ap.parse_args(argv)
+    "Entry point of `python -m looprl.eval PATH`."
+    a = parser().parse_args(argv)
+    import torch                              # after parsing: --help and a mistyped flag answer without it
+    from looprl.tasks.data import HELDOUT_DATA
+    from looprl.tasks.reward_specs import DEFAULT_REWARD
+    from looprl.run.evaluation import EvalInputError, EvalSpec, evaluate_model, run_eval_settings, summary_line
+    from looprl.run.depths import (PairingError, check_depth_out, depth_table, evaluate_depths, parse_depths,
+                                   write_depth_report)
     # input errors are ValueErrors; stdout: the result alone
     with refuse_bad_input("eval", errors=(ValueError,)), stdout_to_stderr():
-        if a.limit is not None and a.limit < 1: raise EvalInputError(f"--limit: must be ≥ 1, got {a.limit}")
+        if a.eval_limit is not None and a.eval_limit < 1:
+            raise EvalInputError(f"--eval-limit: must be ≥ 1, got {a.eval_limit}")
         depths = None if a.depths is None else parse_depths(a.depths)
         if a.depth is not None and depths: raise EvalInputError("--depth and --depths: give one of them")
         if a.depth is not None and a.depth < 1: raise EvalInputError(f"--depth: must be an integer ≥ 1, got {a.depth}")
         if a.out is not None and depths is None: raise EvalInputError("--out: only with --depths")
         if a.out is not None: check_depth_out(a.out)
-        given = {k: v for k, v in dict(data=a.data, precision=a.precision, device=a.device, reward=a.reward,
-                                       limit=a.limit).items() if v is not None}
+        given = {k: v for k, v in dict(data=a.eval_data, precision=a.precision, device=a.device, reward=a.reward,
+                                       limit=a.eval_limit).items() if v is not None}
         kw = {**dict(data=str(HELDOUT_DATA), device="cpu", reward=DEFAULT_REWARD), **run_eval_settings(a.path), **given}
         if kw["device"] == "cuda" and not torch.cuda.is_available():      # given, or the run's own device
             raise EvalInputError("--device cuda: no CUDA device is available"
                                  + ("" if a.device else f" (the device of {a.path}; give --device cpu)"))
         spec = kw.pop("spec", EvalSpec())
-        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.samples, a.temperature, a.seed, a.max_new_tokens,
-                                                                 a.exit_threshold,
+        spec = EvalSpec(*(d if v is None else v for v, d in zip((a.eval_samples, a.temperature, a.seed,
+                                                                 a.max_response_tokens, a.exit_threshold,
                                                                  a.exit_mode), astuple(spec))))
         if threads := kw.pop("threads", None): torch.set_num_threads(threads)
         try: r = evaluate_model(a.path, spec=spec, depth=a.depth, **kw) if depths is None else \

@@ -6,13 +6,15 @@ Docs: https://looprl.github.io/looprl/registry.html.md"""
 
 # %% ../../nbs/01b_registry.ipynb #be95bd78
 from __future__ import annotations
+import importlib
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable
 
 # %% auto #0
-__all__ = ['ENTRY_POINT_GROUP', 'FamilyError', 'Family', 'register', 'unregister', 'family_names', 'get_family', 'default_family']
+__all__ = ['ENTRY_POINT_GROUP', 'SHIPPED', 'FamilyError', 'Family', 'load_shipped', 'register', 'unregister', 'family_names',
+           'get_family', 'default_family']
 
 # %% ../../nbs/01b_registry.ipynb #b5955a43
 class FamilyError(ValueError):
@@ -54,9 +56,21 @@ class Family:
 ENTRY_POINT_GROUP = "looprl.families"
 _FAMILIES: dict[str, Family] = {}
 _plugins_loaded = False
+SHIPPED = "looprl.model.families"     # the package's own families: imported on the registry's first use
+_shipped_loaded = False
+
+def load_shipped() -> None:
+    """Register the families looprl ships (Huginn first), once, on the registry's first use: `import looprl` imports
+    no model code (nor torch), so a command's --help answers at once."""
+    global _shipped_loaded
+    if _shipped_loaded: return
+    _shipped_loaded = True
+    try: importlib.import_module(SHIPPED)
+    except BaseException: _shipped_loaded = False; raise
 
 def register(family: Family, replace: bool = False) -> Family:
     "Make `family` known to every part of looprl in this process; returns it."
+    load_shipped()
     if not isinstance(family, Family): raise FamilyError(f"register() takes a Family, got {type(family).__name__}")
     if family.name in _FAMILIES and not replace:
         raise FamilyError(f"family {family.name!r} is already registered (pass replace=True)")
@@ -70,6 +84,7 @@ def register(family: Family, replace: bool = False) -> Family:
 # %% ../../nbs/01b_registry.ipynb #ecb512ff
 def unregister(name: str) -> Family:
     "Remove a registered family (tests and tutorials); returns its record."
+    load_shipped()
     if name not in _FAMILIES: raise FamilyError(f"family {name!r} is not registered")
     return _FAMILIES.pop(name)
 
@@ -90,12 +105,13 @@ def _load_plugins():
 # %% ../../nbs/01b_registry.ipynb #411f2668
 def family_names() -> tuple[str, ...]:
     "Names of the registered families, the package's own first (Huginn first)."
-    _load_plugins()
+    load_shipped(); _load_plugins()
     return tuple(_FAMILIES)
 
 # %% ../../nbs/01b_registry.ipynb #a738631c
 def get_family(name: str) -> Family:
     "The registered family called `name`; an unknown name lists the known ones."
+    load_shipped()
     if name not in _FAMILIES: _load_plugins()
     if name not in _FAMILIES: raise FamilyError(f"unknown model family {name!r}; looprl knows {', '.join(_FAMILIES)}")
     return _FAMILIES[name]

@@ -16,7 +16,8 @@ from ..model.registry import get_family
 from ..tasks.data import HELDOUT_DATA, decode_text, encode_prompts, load_prompts, load_tokenizer
 from ..tasks.reward_specs import DEFAULT_REWARD, load_reward, score_completion
 from ..rollout.engine import Engine
-from .evaluation import EvalInputError, EvalSpec, eval_requests, evaluate, mean_ci, policy_dir
+from .evaluation import (EvalInputError, EvalSpec, eval_requests, evaluate, mean_ci, policy_dir,
+                                   spec_input_error)
 
 # %% auto #0
 __all__ = ['parse_depths', 'content_digest', 'requests_digest', 'completions_digest', 'paired_delta', 'PairingError',
@@ -84,7 +85,7 @@ def evaluate_depths(path, depths, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec()
     """Held-out accuracies of the checkpoint (or run) at `path` at each loop count in `depths`, paired: the same
     questions and completion seeds at every depth (checked), each depth's difference from the reference depth."""
     try: spec.validate()
-    except ValueError as e: raise EvalInputError(f"--{str(e).replace('_', '-')}") from None
+    except ValueError as e: raise spec_input_error(e) from None
     if not depths: raise EvalInputError("--depths: no depth given")
     d = policy_dir(path)
     base, tok = load_config(d), load_tokenizer(d)
@@ -95,7 +96,7 @@ def evaluate_depths(path, depths, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec()
     if precision not in ("fp16", "fp32"): raise EvalInputError(f"--precision: {precision!r} is not fp16 or fp32")
     max_len = max(map(len, ids)) + spec.max_new_tokens
     if max_len > base.max_positions:
-        raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has "
+        raise EvalInputError(f"{data}: a prompt plus --max-response-tokens needs {max_len} positions, the model has "
                              f"{base.max_positions}")
     fn, decode, ref = load_reward(reward), (lambda t: decode_text(tok, base, t)), base.depth
     ref = ref if ref in cfgs else depths[0]

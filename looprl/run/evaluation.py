@@ -18,8 +18,9 @@ from ..rollout.records import Request
 from ..rollout.exits import ExitRule, check_exit_rule
 
 # %% auto #0
-__all__ = ['EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'pass_at_k', 'mean_at_k', 'accuracies', 'evaluate',
-           'summary_line', 'model_generate', 'EvalInputError', 'policy_dir', 'run_eval_settings', 'evaluate_model']
+__all__ = ['SPEC_FLAGS', 'EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'pass_at_k', 'mean_at_k', 'accuracies', 'evaluate',
+           'summary_line', 'model_generate', 'EvalInputError', 'spec_input_error', 'policy_dir', 'run_eval_settings',
+           'evaluate_model']
 
 # %% ../../nbs/04l_evaluation.ipynb #2bffd6ca
 @dataclass(frozen=True)
@@ -151,6 +152,14 @@ def model_generate(model, max_batch: int = 64, max_len: int | None = None):
 class EvalInputError(UsageError):
     "Bad input to looprl.eval (a `looprl.core.cli.UsageError`); printed as one line, exit status 2."
 
+# %% ../../nbs/04l_evaluation.ipynb #evflag01
+SPEC_FLAGS = dict(samples="--eval-samples", max_new_tokens="--max-response-tokens")   # the rest: --<field>
+
+def spec_input_error(e: ValueError) -> EvalInputError:
+    "`EvalSpec.validate`'s `field: message` as the command line's refusal, naming the flag (`train`'s name for it)."
+    name, _, msg = str(e).partition(":")
+    return EvalInputError(f"{SPEC_FLAGS.get(name, '--' + name.replace('_', '-'))}:{msg}")
+
 # %% ../../nbs/04l_evaluation.ipynb #0930d2e2
 def policy_dir(path) -> Path:
     "The checkpoint to evaluate: `path` itself, or the newest policy a run exported."
@@ -191,7 +200,7 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     from looprl.rollout.engine import Engine
     from looprl.tasks.data import encode_prompts
     try: spec.validate()
-    except ValueError as e: raise EvalInputError(f"--{str(e).replace('_', '-')}") from None
+    except ValueError as e: raise spec_input_error(e) from None
     d = policy_dir(path)
     cfg, tok = at_depth(load_config(d), depth, str(d)), load_tokenizer(d)
     rows = load_prompts(data)[:limit]
@@ -201,7 +210,7 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     dtype = torch.float16 if precision == "fp16" else torch.float32
     max_len = max(map(len, ids)) + spec.max_new_tokens
     if max_len > cfg.max_positions:
-        raise EvalInputError(f"{data}: a prompt plus --max-new-tokens needs {max_len} positions, the model has "
+        raise EvalInputError(f"{data}: a prompt plus --max-response-tokens needs {max_len} positions, the model has "
                              f"{cfg.max_positions}")
     eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len, depth=depth)
     r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward),
