@@ -12,10 +12,12 @@ from pathlib import Path
 from fastcore.basics import patch
 from fastcore.docments import docments
 from ..core.cli import UsageError
+from ..core.flags import check, check_count, as_flag_error, json_object
 from ..core.state import upgrade_reward_spec
 from ..training.settings import TrainSettings, TRAIN_CHOICES
 from ..tasks.reward_specs import DEFAULT_REWARD
 from ..tasks.data import EMBEDDED_DATA, HELDOUT_DATA
+from ..tasks.prompting import PromptSettings
 from ..model.registry import default_family
 from .logs import LOG_TARGETS, check_log_targets
 import torch
@@ -24,8 +26,8 @@ from ..rollout.exits import EXIT_MODES, ExitRule, check_exit_rule
 
 # %% auto #0
 __all__ = ['NESTED', 'TRANSPORT_NAMES', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers',
-           'setting_fields', 'check', 'check_count', 'as_flag_error', 'async_unsupported', 'json_object',
-           'setting_help', 'option_flags', 'stored_options', 'options_for_resume']
+           'setting_fields', 'async_unsupported', 'setting_help', 'option_flags', 'stored_options',
+           'options_for_resume']
 
 # %% ../../nbs/04f_options.ipynb #f17e37c6
 @dataclass
@@ -50,7 +52,7 @@ class RolloutSettings:
 # %% ../../nbs/04f_options.ipynb #237ff338
 @dataclass
 class RunOptions:
-    "Everything a user can ask of a run: the run's own settings, and the rollout's and the trainer's as two fields."
+    "Everything a user can ask of a run: the run's own settings, and the rollout's, prompts' and trainer's as fields."
     output: str                           # run directory (default runs/<algorithm>)
     model: str | None = None              # checkpoint directory (default: the embedded tiny Huginn)
     data: str | None = None               # JSONL with string 'prompt' and 'label' (default: the embedded prompts)
@@ -93,6 +95,7 @@ class RunOptions:
     no_signal_updates: int = 5
     log_to: list = field(default_factory=list)  # experiment logs: tensorboard, wandb (extras of the same names)
     rollout: RolloutSettings = field(default_factory=RolloutSettings)
+    prompt: PromptSettings = field(default_factory=PromptSettings)
     trainer: TrainSettings = field(default_factory=TrainSettings)
 
 # %% ../../nbs/04f_options.ipynb #a5b5e4c1
@@ -148,7 +151,7 @@ def engine_rows(self: RunOptions) -> int:
     return self.rollout.engine_batch or max(self.prompts_per_update * self.group_size, 64 if self.eval_path else 0)
 
 # %% ../../nbs/04f_options.ipynb #19484c0c
-NESTED = {"rollout": RolloutSettings, "trainer": TrainSettings}
+NESTED = {"rollout": RolloutSettings, "prompt": PromptSettings, "trainer": TrainSettings}
 
 def setting_fields() -> dict:
     "Setting name → (owner: None for the run itself, or 'rollout' / 'trainer'; its dataclass Field), every name once."
@@ -182,23 +185,6 @@ def flat(self: RunOptions) -> dict:
 def replaced(self: RunOptions, **changes) -> RunOptions:
     "A copy with the settings `changes` names (flat names) changed."
     return RunOptions.from_flat(**{**self.flat(), **changes})
-
-# %% ../../nbs/04f_options.ipynb #db36584a
-def check(cond, msg):
-    "Refuse with `msg` (a UsageError: one line, exit status 2) unless `cond`."
-    if not cond: raise UsageError(msg)
-
-# %% ../../nbs/04f_options.ipynb #1163d7dc
-def check_count(name: str, v, lo: int = 1):
-    "Refuse unless `v` is an int ≥ `lo`, naming the flag --name."
-    check(isinstance(v, int) and not isinstance(v, bool) and v >= lo,
-          f"--{name.replace('_', '-')}: must be an int ≥ {lo}, got {v!r}")
-
-# %% ../../nbs/04f_options.ipynb #e2c49aee
-def as_flag_error(e: ValueError) -> UsageError:
-    "A dataclass's `field: message` refusal as the command line's `--field: message`."
-    name, _, msg = str(e).partition(":")
-    return UsageError(f"--{name.replace('_', '-')}:{msg}")
 
 # %% ../../nbs/04f_options.ipynb #212c0cba
 @patch
@@ -303,7 +289,7 @@ def validate(self: RunOptions) -> RunOptions:
     "Refuse impossible options, naming the flag; reads nothing from disk."
     try: self.trainer.validate()
     except ValueError as e: raise as_flag_error(e) from None
-    self.rollout.validate()
+    self.rollout.validate(); self.prompt.validate()
     for k in ("updates", "keep_checkpoints", "checkpoint_every", "eval_samples"): check_count(k, getattr(self, k))
     for k in ("eval_every", "export_every", "progress_every", "no_signal_updates"): check_count(k, getattr(self, k), 0)
     if self.eval_limit is not None: check_count("eval_limit", self.eval_limit)
@@ -325,14 +311,6 @@ SETTING_CHOICES = {**{k: tuple(v for v in vs if v is not None) for k, vs in TRAI
                    "engine": ENGINES, "exit_mode": EXIT_MODES, "transport": TRANSPORT_NAMES,
                    "device": ("cpu", "cuda"), "workers": ("local", "ray"), "log_to": LOG_TARGETS}
 
-# %% ../../nbs/04f_options.ipynb #6c2993d6
-def json_object(text: str) -> dict:
-    "A command-line JSON object (for --train-env-vars)."
-    try: d = json.loads(text)
-    except json.JSONDecodeError as e: raise argparse.ArgumentTypeError(f"invalid JSON: {e.msg}") from None
-    if not isinstance(d, dict): raise argparse.ArgumentTypeError("must be a JSON object")
-    return d
-
 # %% ../../nbs/04f_options.ipynb #234a78b9
 def setting_help(owner, f) -> str:
     "A setting's help: the comment beside its field, with its default."
@@ -343,10 +321,10 @@ def setting_help(owner, f) -> str:
 
 # %% ../../nbs/04f_options.ipynb #43e78498
 def option_flags(parser, only: tuple | None = None) -> None:
-    """Add a flag for every setting of RunOptions, RolloutSettings and TrainSettings to `parser`, in a group each (with
-    `only`: for those settings alone)."""
+    """Add a flag for every setting of RunOptions, RolloutSettings, PromptSettings and TrainSettings to `parser`, in a
+    group each (with `only`: for those settings alone)."""
     groups = {None: parser.add_argument_group("the run"), "rollout": parser.add_argument_group("the rollout"),
-              "trainer": parser.add_argument_group("the trainer")}
+              "prompt": parser.add_argument_group("the prompts"), "trainer": parser.add_argument_group("the trainer")}
     for name, (owner, f) in setting_fields().items():
         if name == "defaulted" or (only and name not in only): continue      # defaulted: set by the command
         group = groups[owner]

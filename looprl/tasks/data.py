@@ -13,10 +13,10 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, proce
 from ..model.config import LoopedConfig
 
 # %% auto #0
-__all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA', 'HELDOUT_DATA', 'WARMSTART_DATA', 'SPLIT_SIZES',
-           'ARITHMETIC_SEED', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'TINY_ALPHABET', 'TINY_VOCAB',
-           'DataError', 'load_prompts', 'file_sha256', 'PromptCursor', 'arithmetic_question', 'all_arithmetic',
-           'arithmetic_splits', 'jsonl_text', 'write_splits', 'build_char_tokenizer', 'encode_prompt',
+__all__ = ['REQUIRED_FIELDS', 'ROLES', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA', 'HELDOUT_DATA', 'WARMSTART_DATA',
+           'SPLIT_SIZES', 'ARITHMETIC_SEED', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'TINY_ALPHABET',
+           'TINY_VOCAB', 'DataError', 'load_prompts', 'file_sha256', 'PromptCursor', 'arithmetic_question',
+           'all_arithmetic', 'arithmetic_splits', 'jsonl_text', 'write_splits', 'build_char_tokenizer', 'encode_prompt',
            'decode_response', 'load_tokenizer', 'is_char_tokenizer', 'encode_text', 'decode_text', 'encode_prompts',
            'main']
 
@@ -24,7 +24,8 @@ __all__ = ['REQUIRED_FIELDS', 'ASSETS', 'SPLITS', 'SPLIT_FILES', 'EMBEDDED_DATA'
 class DataError(ValueError):
     "Prompt data that looprl cannot use; the message names the file, line and field."
 
-REQUIRED_FIELDS = ("prompt", "label")
+REQUIRED_FIELDS = ("prompt", "label")    # a `messages` list of turns may stand in for `prompt`
+ROLES = ("system", "user", "assistant")
 _JSON_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
                type(None): "null"}
 
@@ -32,9 +33,23 @@ def _short(v, n=60):
     t = json.dumps(v, ensure_ascii=False)
     return t if len(t) <= n else t[:n - 3] + "..."
 
+def _messages(v, src: str):
+    if not isinstance(v, list) or not v: raise DataError(f"{src}: field 'messages' must be a non-empty array of turns")
+    for i, m in enumerate(v):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise DataError(f"{src}: field 'messages[{i}]': a turn is an object with string 'role' and 'content', "
+                            f"got {_short(m)}")
+        if m["role"] not in ROLES:
+            raise DataError(f"{src}: field 'messages[{i}]': unknown role {m['role']!r} (system, user or assistant)")
+    if not any(m["role"] == "user" for m in v): raise DataError(f"{src}: field 'messages': no user turn")
+
 def _row(obj, src: str) -> dict:
     if not isinstance(obj, dict): raise DataError(f"{src}: row must be a JSON object, got {_JSON_TYPES[type(obj)]}")
+    if "messages" in obj:
+        if "prompt" in obj: raise DataError(f"{src}: fields 'prompt' and 'messages': give one of them")
+        _messages(obj["messages"], src)
     for k in REQUIRED_FIELDS:
+        if k == "prompt" and "messages" in obj: continue
         if k not in obj: raise DataError(f"{src}: missing field '{k}'")
         v = obj[k]
         if not isinstance(v, str):
@@ -237,6 +252,7 @@ def encode_prompts(tok: Tokenizer, cfg: LoopedConfig, rows: list[dict], path) ->
     lines = [n for n, t in enumerate(Path(path).read_text().splitlines(), 1) if t.strip()]
     out = []
     for i, r in enumerate(rows):
+        if "prompt" not in r: raise DataError(f"{path}:{lines[i]}: field 'messages': needs a chat template")
         try: ids = encode_text(tok, cfg, r["prompt"])
         except DataError as e: raise DataError(f"{path}:{lines[i]}: field 'prompt': {e}") from None
         if not ids: raise DataError(f"{path}:{lines[i]}: field 'prompt' encodes to no tokens")
