@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util, json, sys
 from pathlib import Path
 import torch
-from .core.cli import UsageError, command_parser, refuse_bad_input, stdout_to_stderr
+from .core.cli import UsageError, command_parser, refuse_bad_input, rename_flag, stdout_to_stderr
 from .model.config import at_depth, load_config, ConfigError
 from .model.models import LoopedLM, param_count
 from .model.hf import load_checkpoint, CheckpointError
@@ -22,7 +22,7 @@ from .rollout.records import Rollout
 from .rollout.exits import ExitRule, check_exit_rule, exit_contract, replay_exits
 
 # %% auto #0
-__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'main']
+__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'parser', 'main']
 
 # %% ../nbs/05e_verify.ipynb #f1820b9a
 @torch.no_grad()
@@ -53,7 +53,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     parity; `depth`: both run the checkpoint at that loop count (None: its config's)."""
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
-    if dtype not in PRECISIONS: raise UsageError(f"--dtype must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
+    if dtype not in PRECISIONS: raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
     if device not in ("cpu", "cuda"): raise UsageError(f"--device must be cpu or cuda, got {device!r}")
     try: rule = check_exit_rule(exit_threshold, exit_mode, "--")
     except ValueError as e: raise UsageError(str(e).replace("_", "-", 1)) from None
@@ -67,7 +67,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available")
     if samples < 1 or max_new_tokens < 1:
-        raise UsageError(f"--samples and --max-new-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
+        raise UsageError(f"--samples and --max-response-tokens must be ≥ 1, got {samples} and {max_new_tokens}")
     if not 0 <= seed < 2**63: raise UsageError(f"--seed must be in [0, 2**63), got {seed}")
     if not 0 < temperature < float("inf"):          # sampled log-probs: none at 0 (greedy), nan or inf
         raise UsageError(f"--temperature must be a finite number > 0, got {temperature}")
@@ -80,7 +80,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     lens = torch.randint(2, 13, (samples,), generator=g).tolist()
     max_len = min(cfg.max_positions, max(lens) + max_new_tokens)
     if max(lens) + max_new_tokens > cfg.max_positions:
-        raise UsageError(f"--max-new-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
+        raise UsageError(f"--max-response-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
     reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(),
                     seed=(seed * 1_000_003 + i) % 2**63,
                     max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop,
@@ -116,16 +116,17 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 mean_exit_depth=sum(depths) / len(depths))
 
 # %% ../nbs/05e_verify.ipynb #b6989553
-def main(argv=None):
-    """Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh model, print JSON (stdout holds
-    it alone)."""
-    ap = command_parser("verify", main.__doc__)
+def parser():
+    """The command line of `python -m looprl.verify`: `train`'s flag names for the settings they share (the old names
+    --dtype and --max-new-tokens still work, and say so)."""
+    ap = command_parser("verify", "Engine vs trainer log-prob parity on a checkpoint: generate, replay with a fresh "
+                                  "model, print JSON (stdout holds it alone).")
     a = ap.add_argument
     a("model_dir", help="checkpoint directory (config.json + safetensors)")
-    a("--dtype", default="fp32", help="fp32, fp16 or bf16 (default: fp32)")
+    a("--precision", default="fp32", help="fp32, fp16 or bf16 (default: fp32)")
     a("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    a("--samples", type=int, default=4, help="completions to generate (default: 4)")
-    a("--max-new-tokens", type=int, default=16, help="tokens per completion at most (default: 16)")
+    a("--samples", type=int, default=4, help="completions to generate, one per random prompt (default: 4)")
+    a("--max-response-tokens", type=int, default=16, help="tokens per completion at most (default: 16)")
     a("--seed", type=int, default=0, help="seed of the prompts and completions (default: 0)")
     a("--engine", default="native", help="native or vllm (the optional vLLM engine, CPU only; default: native)")
     a("--temperature", type=float, default=1.0, help="sampling temperature (default: 1.0)")
@@ -135,10 +136,15 @@ def main(argv=None):
       help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
     a("--depth", type=int, help="run engine and replay at this loop count (the family's depth key; default: the "
                                 "checkpoint's own)")
-    ns = ap.parse_args(argv)
+    rename_flag(ap, "--dtype", "--precision"); rename_flag(ap, "--max-new-tokens", "--max-response-tokens")
+    return ap
+
+def main(argv=None):
+    "Entry point of `python -m looprl.verify MODEL_DIR`: the parity report as JSON; exit status 1 above the bound."
+    ns = parser().parse_args(argv)
     with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), \
             stdout_to_stderr():
-        report = verify_checkpoint(ns.model_dir, ns.dtype, ns.device, ns.samples, ns.max_new_tokens, ns.seed,
+        report = verify_checkpoint(ns.model_dir, ns.precision, ns.device, ns.samples, ns.max_response_tokens, ns.seed,
                                    ns.temperature, ns.engine,
                                    ns.exit_threshold, ns.exit_mode, ns.depth)
     print(json.dumps(report, indent=1))

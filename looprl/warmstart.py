@@ -21,7 +21,7 @@ from .tasks.data import (WARMSTART_DATA, HELDOUT_DATA, EOS_ID, PAD_ID, TINY_ALPH
 from .model.hf import save_checkpoint, checkpoint_sha256
 from .run.evaluation import EvalSpec, evaluate, evaluate_model, model_generate
 from .tasks.rewards import math_reward
-from .core.cli import UsageError, command_parser, refuse_bad_input
+from .core.cli import UsageError, command_parser, refuse_bad_input, rename_flag
 from .make_tiny import check_output
 
 # %% auto #0
@@ -29,7 +29,7 @@ __all__ = ['EMBEDDED_MODELS', 'EMBEDDED_MODEL', 'WARMSTART_RECORD', 'DEV_ROWS', 
            'MAX_STEPS', 'TARGET', 'CHECK_EVERY', 'TINY_ONLY', 'TASK_ONLY', 'encode_example', 'split_dev',
            'example_seed', 'make_batch', 'lr_at', 'torch_threads', 'dev_accuracy', 'warmstart', 'command_line',
            'heldout_record', 'platform_record', 'build', 'task_command_line', 'build_task_model', 'main_task_model',
-           'refuse_other_presets_settings', 'main']
+           'refuse_other_presets_settings', 'parser', 'main']
 
 # %% ../nbs/05d_warmstart.ipynb #7fff0acc
 EMBEDDED_MODELS = {n: get_family(n).embedded for n in family_names() if get_family(n).embedded is not None}
@@ -259,7 +259,7 @@ def main_task_model(a, log):
         files = tm.write_splits(tm.task_splits(tm.PRESETS[a.preset]), check_output(a.out))
         return print(json.dumps({n: str(f) for n, f in files.items()}))
     rec = build_task_model(a.out, a.preset, a.device, a.seed, a.splits, a.max_steps, a.max_seconds,
-                           evaluate_model=not a.no_evaluate, log=log, recipe=recipe)
+                           evaluate_model=not a.no_eval, log=log, recipe=recipe)
     print(json.dumps({k: v for k, v in rec.items() if k not in ("dev_curve", "losses_every_10", "settings")}))
 
 # %% ../nbs/05d_warmstart.ipynb #wspre2c
@@ -272,9 +272,10 @@ def refuse_other_presets_settings(a) -> None:
     if wrong: raise UsageError(f"--{wrong[0].replace('_', '-')}: not a setting of --preset {a.preset}")
 
 # %% ../nbs/05d_warmstart.ipynb #b39b2348
-def main(argv=None):
-    "Warm-start a model to start RL from (an embedded tiny one, or a task model) and save it with its record."
-    ap = command_parser("warmstart", main.__doc__)
+def parser():
+    "The command line of `python -m looprl.warmstart` (`train`'s names where they share a setting: --no-eval)."
+    ap = command_parser("warmstart", "Warm-start a model to start RL from (an embedded tiny one, or a task model) "
+                                     "and save it with its record.")
     ap.add_argument("out", help="output directory: must not exist, or be empty")
     ap.add_argument("--preset", choices=("tiny", "small", "mid"), default="tiny",
                     help="tiny: an embedded model of --family on the embedded arithmetic (default); small, mid: a "
@@ -293,8 +294,13 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="seed of the initialisation, the data order and the latents")
     ap.add_argument("--batch-size", type=int, help=f"examples per step (default {BATCH_SIZE}, or the preset's)")
     ap.add_argument("--lr", type=float, help=f"learning rate after warm-up (default {LR:g}, or the preset's)")
-    ap.add_argument("--no-evaluate", action="store_true", help="skip the held-out evaluation")
-    a = ap.parse_args(argv)
+    ap.add_argument("--no-eval", action="store_true", help="no held-out evaluation")
+    rename_flag(ap, "--no-evaluate", "--no-eval")
+    return ap
+
+def main(argv=None):
+    "Warm-start a model to start RL from (an embedded tiny one, or a task model) and save it with its record."
+    a = parser().parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)
     with refuse_bad_input("warmstart", a.out):
         refuse_other_presets_settings(a)
@@ -310,7 +316,7 @@ def main(argv=None):
         if not a.lr > 0: raise UsageError(f"--lr: must be > 0, got {a.lr}")
         rec = build(a.out, a.family, a.max_steps, None if a.no_target else a.target_accuracy, a.seed,
                     a.batch_size, a.lr,
-                    evaluate_model=not a.no_evaluate, log=log)
+                    evaluate_model=not a.no_eval, log=log)
     print(json.dumps({k: v for k, v in rec.items() if k != "dev_curve"}))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

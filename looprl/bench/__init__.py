@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse, json, os, platform, shlex, subprocess, sys, time
 from pathlib import Path
 import torch
-from ..core.cli import UsageError, command_parser, error_message, fail, check_output
+from ..core.cli import UsageError, command_parser, error_message, fail, check_output, rename_flag
 from ..core.precision import PRECISIONS
 
 # %% auto #0
@@ -46,7 +46,8 @@ def _rollout_commands(sub) -> list:
     "The parsers of `rollout`, `decode-profile` and `matmuls`."
     r = sub.add_parser("rollout"); r.add_argument("--model"); r.add_argument("--preset", default=None)
     r.add_argument("--batch-sizes", default="1,8,32,64"); r.add_argument("--context", type=int, default=256)
-    r.add_argument("--dtype", default=None, help="default fp16 (decode steps), fp32 with --engine")
+    r.add_argument("--precision", default=None, help="fp32, fp16 or bf16 (default fp16 for decode steps, fp32 with "
+                                                     "--engine)")
     r.add_argument("--engine", choices=["native", "vllm", "both"],
                    help="end-to-end generate throughput (tok/s) of this engine, or of both on the same model and "
                         "batch, instead of decode steps")
@@ -57,6 +58,7 @@ def _rollout_commands(sub) -> list:
                    help="the engine decodes eagerly (default: graphs on a GPU)")
     r.add_argument("--device", default=None)
     r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
+    rename_flag(r, "--dtype", "--precision")                          # train's name; the old one still works
     d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125")
     d.add_argument("--batch-sizes", default="1,64")
     d.add_argument("--context", type=int, default=256)
@@ -151,13 +153,13 @@ def _rollout_result(a) -> tuple[str, object]:
             raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
         res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn",
                                     ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
-                                    a.prompt_tokens, a.new_tokens, PRECISIONS[a.dtype or "fp32"], a.repeats)
+                                    a.prompt_tokens, a.new_tokens, PRECISIONS[a.precision or "fp32"], a.repeats)
         return ("rollout-engines-cpu" if a.engine == "both" else f"rollout-{a.engine}-cpu"), res
     if a.cmd == "rollout":
         dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
         src = a.preset or a.model or "huginn-0125"
         res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context,
-                            dtype=PRECISIONS[a.dtype or "fp16"],
+                            dtype=PRECISIONS[a.precision or "fp16"],
                             cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
         return f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else ""), res
     if a.cmd == "decode-profile":
@@ -252,7 +254,7 @@ POSITIVE = ("batch", "steps", "repeats", "pairs", "updates", "context", "prompt_
             "positions", "recompute_every", "eval_limit", "max_runs", "bytes")
 
 def check_bench_inputs(a):
-    """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, dtype or
+    """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, precision or
     algorithm, and a device this host does not have; each a UsageError naming the flag."""
     from looprl.model.config import ConfigError, preset_config
     from looprl.training.settings import ALGORITHMS
@@ -265,9 +267,8 @@ def check_bench_inputs(a):
         raise UsageError(f"--exit-thresholds: each in (0, 1], got {a.exit_thresholds!r}")
     if a.cmd == "learning" and (bad := [x for x in a.algorithms.split(",") if x not in ALGORITHMS]):
         raise UsageError(f"--algorithms: {bad[0]!r} is not one of {', '.join(ALGORITHMS)}")
-    for k in ("dtype", "precision"):
-        if (v := getattr(a, k, None)) is not None and v not in PRECISIONS:
-            raise UsageError(f"{flag(k)}: one of {', '.join(PRECISIONS)}, got {v!r}")
+    if (v := getattr(a, "precision", None)) is not None and v not in PRECISIONS:
+        raise UsageError(f"--precision: one of {', '.join(PRECISIONS)}, got {v!r}")
     preset = a.preset if a.cmd in ("decode-profile", "matmuls", "train", "publication") else \
         a.preset or a.model if a.cmd == "rollout" and not a.engine else None
     try:

@@ -63,6 +63,10 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn: fail(self.command, message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.renamed_said = set()                  # each parse says once per old name used (`RenamedFlag`)
+        return super().parse_known_args(args, namespace)
+
     def add_subparsers(self, **kwargs):
         kwargs.setdefault("parser_class", functools.partial(CommandParser, command=self.command))
         return super().add_subparsers(**kwargs)
@@ -75,7 +79,7 @@ def command_parser(command: str, description: str | None = None, **kwargs) -> Co
 # %% ../../nbs/00c_cli.ipynb #rnm00002
 class RenamedFlag(argparse.Action):
     """The old name of the parser's flag `new`: parsed as `new` (same type, choices and setting), hidden from --help,
-    and announced once per parser as one line on stderr naming `new`."""
+    and announced once per parse as one line on stderr naming `new`."""
     def __init__(self, option_strings, dest, new: str, target: argparse.Action, **kwargs):
         self.new, self.target = new, target
         super().__init__(option_strings, dest, nargs=target.nargs, const=target.const, type=target.type,
