@@ -43,6 +43,14 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_len = max_len
 
+    fused = True       # the fused decode kernels (looprl.model.kernels) read this layout: one [B,Hkv,L,D] plane each
+
+    def rows(self, n: int) -> "KVCache":
+        "The first `n` rows, as a KVCache sharing this one's memory."
+        view = KVCache.__new__(KVCache)
+        view.k, view.v, view.max_len = self.k[:, :n], self.v[:, :n], self.max_len
+        return view
+
     @staticmethod
     def nbytes_for(cfg: LoopedConfig, batch: int, max_len: int, dtype=torch.float32) -> int:
         "Bytes a cache of this size needs (keys and values)."
@@ -259,7 +267,8 @@ def _ctx(self: LoopedLM, input_ids, positions, cache):
     if n > self.cfg.max_positions:
         raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
     cos, sin = self.rope_angles(positions, n)
-    fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
+    fused = (cache is not None and S == 1 and self.fused_decode and getattr(cache, "fused", True)
+             and K.fused_available(input_ids.device))
     return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
 
 # %% ../../nbs/01d_models.ipynb #cf5587d8

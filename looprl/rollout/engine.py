@@ -22,6 +22,8 @@ from .records import Request, Completion, check_requests
 from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 from .exits import exit_run
+from .batching import (BlockKV, Scheduler, adaptive_exits, check_batching, make_completion,
+                                     prompt_batch)
 
 # %% auto #0
 __all__ = ['GRAPH_CAPTURES', 'graphs_by_default', 'Engine', 'CaptureGuard', 'DecodeGraph']
@@ -43,7 +45,8 @@ class Engine:
     def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64,
                  max_len: int | None = None, cuda_graphs: bool | None = None, model_revision: str | None = None,
                  engine_revision: str | None = None,
-                 graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64)):
+                 graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), batching: str = "continuous",
+                 block_size: int = 16, kv_blocks: int | None = None):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError(f"cuda_graphs=True needs a CUDA device, got {self.device}")
@@ -51,22 +54,29 @@ class Engine:
         if not 1 <= self.max_len <= cfg.max_positions:
             raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
         if max_batch < 1: raise ValueError(f"max_batch must be ≥ 1, got {max_batch}")
+        check_batching(batching, block_size, kv_blocks, self.max_len)
+        self.batching, blocks = batching, kv_blocks or max_batch * -(-self.max_len // block_size)
         # the engine draws nothing from global RNGs
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
-        need, have = KVCache.nbytes_for(cfg, max_batch, self.max_len, dtype), _memory_available(self.device)
+        static, have = batching == "static", _memory_available(self.device)
+        need = KVCache.nbytes_for(cfg, max_batch, self.max_len, dtype) if static else \
+            (blocks + 1) * BlockKV.block_bytes(cfg, block_size, dtype)
         if need > have:
             raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {cfg.kv_planes} planes "
-                             f"needs {need / 2**30:.1f} GiB, more than the {have / 2**30:.1f} GiB available on "
-                             f"{self.device}: lower max_batch or max_len")
-        self.cache = KVCache(cfg, max_batch, self.max_len, dtype, self.device)
+                             + ("" if static else f"in {blocks} blocks of {block_size} positions ")
+                             + f"needs {need / 2**30:.1f} GiB, more than the {have / 2**30:.1f} GiB available on "
+                             f"{self.device}: lower max_batch or max_len" + ("" if static else " (or kv_blocks)"))
+        self.cache = KVCache(cfg, max_batch, self.max_len, dtype, self.device) if static else \
+            BlockKV(cfg, max_batch, self.max_len, block_size, blocks, dtype, self.device)
+        self._exit_cache = None           # continuous batching: the contiguous cache of batches with adaptive exits
         self.model_revision = model_revision if model_revision is not None else cfg.revision
         self.engine_revision = engine_revision if engine_revision is not None else f"looprl-engine-{looprl.__version__}"
         self.environment = environment_fingerprint(dtype)
         self.cuda_graphs = graphs_by_default(cuda_graphs, self.device)
         self.graph_buckets = tuple(sorted(b for b in graph_buckets if b <= max_batch))
         self.stats = dict(prefills=0, eager_steps=0, captures=0, replays=0, fallbacks=0, capture_failures=0,
-                          completions=0, tokens=0)
+                          completions=0, tokens=0, row_steps=0, preemptions=0, preempted_tokens=0)
         self._graphs, self._uncapturable, self.capture_errors = {}, set(), {}
         self._pub, self._version, self._digest, self._torn = None, None, None, False
 
@@ -178,11 +188,14 @@ def _check_ready(self: Engine):
         raise PublicationError("copying publication weights failed midway: publish a complete policy before generating")
 
 # %% ../../nbs/02d_engine.ipynb #719165a9
-def _cache_rows(cache: KVCache, n: int) -> KVCache:
-    "The first `n` rows of `cache`, as a KVCache sharing its memory."
-    view = KVCache.__new__(KVCache)
-    view.k, view.v, view.max_len = cache.k[:, :n], cache.v[:, :n], cache.max_len
-    return view
+@patch
+def _rows_cache(self: Engine) -> KVCache:
+    """The contiguous cache static batches run over: the engine's own (static batching) or, under continuous batching,
+    one made on first use for batches with adaptive exits (`looprl.rollout.exits` reads contiguous planes)."""
+    if self.batching == "static": return self.cache
+    if self._exit_cache is None: self._exit_cache = KVCache(self.cfg, self.max_batch, self.max_len, self.dtype,
+                                                            self.device)
+    return self._exit_cache
 
 # %% ../../nbs/02d_engine.ipynb #2015a590
 def _decode(model: LoopedLM, tok, pos, lat, seeds, temps, cache):
@@ -202,7 +215,7 @@ def _latents(self: Engine, seeds: list, positions: list):
 def decode_step(self: Engine, tok, pos, lat, seeds, temps):
     """One eager decode step over the first `len(tok)` rows of the cache (device tensors, as `_decode` takes them); no
     graph, no stats."""
-    return _decode(self.model, tok, pos, lat, seeds, temps, _cache_rows(self.cache, tok.shape[0]))
+    return _decode(self.model, tok, pos, lat, seeds, temps, self.cache.rows(tok.shape[0]))
 
 # %% ../../nbs/02d_engine.ipynb #05094f9b
 @patch
@@ -214,40 +227,37 @@ def step_fn(self: Engine, B: int):
 
 # %% ../../nbs/02d_engine.ipynb #650edcb9
 @patch
-def _step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
-    "The decode step for a batch, through a captured graph when one serves this batch size."
+def run_step(self: Engine, tok, pos: list, seeds: list, seeds_d, temps_d):
+    "The decode step for a batch, through a captured graph when one serves this batch size; counts its row-steps."
     lat = self._latents(seeds, pos)
     pos_d = torch.tensor(pos, dtype=torch.int64, device=self.device)
     step = self.step_fn(tok.shape[0])
     self.stats["replays" if step != self.decode_step else "fallbacks" if self.cuda_graphs else "eager_steps"] += 1
+    self.stats["row_steps"] += getattr(step, "batch", tok.shape[0])           # a graph runs its whole bucket
     return step(tok, pos_d, lat, seeds_d, temps_d)
 
 # %% ../../nbs/02d_engine.ipynb #e1a20006
 @patch
 @torch.no_grad()
 def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
-    "Prefill then decode one static batch (≤ max_batch requests, already checked) over the first rows of the cache."
-    B, dev, cfg = len(reqs), self.device, self.cfg
+    """Prefill then decode one static batch (≤ max_batch requests, already checked) over the first rows of the cache
+    (under continuous batching, only batches with adaptive exits come here: `generate`)."""
+    B, dev, cache = len(reqs), self.device, self._rows_cache()
     # capture first: its warm-up writes junk into rows that prefill then overwrites
-    if self.cuda_graphs: self.decode_graph(B)
-    P = [len(r.prompt_ids) for r in reqs]
-    Pmax, seeds = max(P), [int(r.seed) for r in reqs]
-    ids = torch.zeros(B, Pmax, dtype=torch.int64)
-    for i, r in enumerate(reqs): ids[i, :P[i]] = torch.tensor([int(x) for x in r.prompt_ids])
-    seeds_d = torch.tensor(seeds, dtype=torch.int64, device=dev)
-    temps_d = torch.tensor([float(r.temperature) for r in reqs], dtype=torch.float32, device=dev)
+    if self.cuda_graphs and cache is self.cache: self.decode_graph(B)
+    ids, prefill_pos, P, seeds, seeds_d, temps_d = prompt_batch(reqs, dev)
     lat = self.model.sequence_states(seeds, P, self.dtype, dev)
     # prefill: every prompt token, right-padded; the first new token comes from each row's last prompt position
     # PrefixLM: the prompt both ways
     kw = dict(prompt_lens=torch.tensor(P, device=dev)) if self.model.prefix_lm else {}
-    ex, prefill = exit_run(self, reqs, seeds_d), (ids.to(dev), torch.arange(Pmax, device=dev).expand(B, Pmax))
-    rows_kv = _cache_rows(self.cache, B)
-    h = self.model(*prefill, lat, rows_kv, **kw) if ex is None else ex.forward(*prefill, rows_kv, full=True)
+    ex, rows_kv = exit_run(self, reqs, seeds_d), cache.rows(B)
+    h = self.model(ids, prefill_pos, lat, rows_kv, **kw) if ex is None else \
+        ex.forward(ids, prefill_pos, rows_kv, full=True)
     rows, at = torch.arange(B, device=dev), torch.tensor(P, device=dev) - 1
     tok, lp = sample_tokens(self.model.logits(h[rows, at]), seeds_d, at + 1, temps_d)
     # looprl.rollout.exits: the token's depth (and exit log-prob, sample mode)
     if ex is not None: lp = ex.took(lp, rows, at)
-    self.stats["prefills"] += 1
+    self.stats["prefills"] += 1; self.stats["row_steps"] += B
     # decode: the host keeps the schedule (positions, which rows are done); the device keeps tokens and log-probs
     pos, active, length = list(P), [True] * B, [0] * B
     stops, limit = [set(int(x) for x in r.stop_ids) for r in reqs], [int(r.max_new_tokens) for r in reqs]
@@ -258,32 +268,25 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
         for i in range(B):
             if active[i] and (t[i] in stops[i] or step + 1 == limit[i]): active[i], length[i] = False, step + 1
         if not any(active): break
-        if ex is None: tok, lp = self._step(tok, pos, seeds, seeds_d, temps_d)
-        else: tok, lp = ex.decode(tok, pos, seeds_d, temps_d, _cache_rows(self.cache, B))
+        if ex is None: tok, lp = self.run_step(tok, pos, seeds, seeds_d, temps_d)
+        else: tok, lp = ex.decode(tok, pos, seeds_d, temps_d, rows_kv); self.stats["row_steps"] += B
         pos = [p + a for p, a in zip(pos, active)]
     toks, lps = torch.stack(toks, 1).tolist(), torch.stack(lps, 1).tolist()
-    out = []
-    for i, r in enumerate(reqs):
-        n, tk = length[i], toks[i][:length[i]]
-        depths = [cfg.depth] * n if ex is None else ex.token_depths(i, n)
-        trace = LatentTrace(family=cfg.family, model_revision=self.model_revision, engine_revision=self.engine_revision,
-                            profile=self.model.latent_profile, seed=seeds[i], prompt_len=P[i], response_len=n,
-                            depths=tuple(depths), prefill_depth=cfg.depth, policy_version=self._version,
-                            publication_digest=self._digest, environment=self.environment)
-        out.append(Completion(prompt_ids=[int(x) for x in r.prompt_ids], tokens=tk,
-                              finish_reason="stop" if tk[-1] in stops[i] else "length",
-                              logprobs=lps[i][:n], depths=depths, trace=trace, policy_version=self._version,
-                              publication_digest=self._digest, seed=seeds[i], temperature=float(r.temperature)))
+    out = [make_completion(self, r, toks[i][:length[i]], lps[i][:length[i]],
+                           None if ex is None else ex.token_depths(i, length[i])) for i, r in enumerate(reqs)]
     self.stats["completions"] += B; self.stats["tokens"] += sum(length)
     return out
 
 # %% ../../nbs/02d_engine.ipynb #e1a20007
 @patch
 def generate(self: Engine, requests: Sequence[Request]) -> list[Completion]:
-    "Completions for `requests`, in order, in static batches of up to `max_batch`, under the committed publication."
+    """Completions for `requests`, in order, under the committed publication: by continuous batching (the default,
+    `looprl.rollout.batching`), or in static batches of up to `max_batch` (`batching="static"`, and any call with
+    adaptive exits)."""
     self._check_ready()
     requests = list(requests)
     check_requests(requests, self.cfg, self.max_len)
+    if self.batching == "continuous" and not adaptive_exits(requests): return Scheduler(self, requests).run()
     out = []
     for i in range(0, len(requests), self.max_batch): out += self._generate_batch(requests[i:i + self.max_batch])
     return out
@@ -323,7 +326,7 @@ class DecodeGraph:
         self.temps = torch.ones(batch, dtype=torch.float32, device=dev)
         self.lat = (torch.zeros(batch, cfg.hidden_size, dtype=cache.k.dtype, device=dev)
                     if model.latent_profile else None)
-        rows = _cache_rows(cache, batch)
+        rows = cache.rows(batch)               # a BlockKV's rows read the live block table at every replay
         run = lambda: _decode(model, self.tok, self.pos, self.lat, self.seeds, self.temps, rows)
         side = torch.cuda.Stream(dev)
         side.wait_stream(torch.cuda.current_stream(dev))
