@@ -16,7 +16,8 @@ from ..tasks.data import PromptCursor, decode_text
 from ..model.latents import check_trace, TraceMismatch
 from ..rollout.exits import ExitRule
 from ..rollout.records import Request, Completion, Rollout
-from ..tasks.reward_specs import score_completion, RewardError
+from ..tasks.reward_specs import RewardError
+from ..tasks.prompting import grade, graded_text, thinking_metrics
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
 from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, seed_everything, restore,
@@ -26,15 +27,15 @@ from .options import RunOptions     # the settings (also importable from here)
 from .plan import fit_prepared, oom_message, plan_summary
 from .checkpoint_writer import CheckpointWriter, CheckpointFailed
 from .pipeline import RolloutPipeline, resume_pending, engine_process
-from .prepare import Prepared, prepare
+from .prepare import Prepared, prepare, thinking_of
 from .run_dir import open_run, truncate_records
 from .progress import Progress, NoSignal, reward_spread, start_warnings
 
 
 # %% auto #0
 __all__ = ['completion_seed', 'generate_requests', 'check_rollout', 'RunFailed', 'score', 'count', 'eval_due', 'heldout_line',
-           'sample_rollout', 'train_rollout', 'rollout_records', 'update_line', 'check_skipped', 'save_progress',
-           'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
+           'sample_rollout', 'train_rollout', 'row_text', 'rollout_records', 'update_line', 'check_skipped',
+           'save_progress', 'one_update', 'export_policy', 'RunInterrupted', 'signals_as_exceptions', 'start_workers',
            'interrupted_message', 'rollout_pipeline', 'finish_summary', 'interrupted_summary', 'run']
 
 # %% ../../nbs/04k_loop.ipynb #1d6408e0
@@ -78,10 +79,11 @@ class RunFailed(RuntimeError):
     "The run stopped on a condition it must not train through; printed as one line, exit status 1."
 
 def score(p: Prepared, update: int, labels: list[str], texts: list[str], comps: list[Completion]) -> list:
-    "The reward of each completion (a RewardResult), against the label of its prompt."
+    """The reward of each completion (a RewardResult), against the label of its prompt; where the chat template opens a
+    thinking section, of the text after it (`tasks.prompting.grade`)."""
     out = []
     for i, (label, text, c) in enumerate(zip(labels, texts, comps)):
-        try: out.append(score_completion(p.reward, text, label, c.tokens))
+        try: out.append(grade(p.reward, text, label, c.tokens, thinking_of(p))[0])
         except RewardError as e: raise RunFailed(f"update {update}, completion {i}: {e}") from None
     return out
 
@@ -105,7 +107,7 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
                     max_new_tokens=o.rollout.max_response_tokens, exit_threshold=o.rollout.exit_threshold,
                     exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
-                 lambda t: decode_text(p.tokenizer, p.cfg, t), p.reward, spec, p.cfg.eos_token_ids)
+                 lambda t: graded_text(decode_text(p.tokenizer, p.cfg, t), thinking_of(p)), p.reward, spec, p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
 # %% ../../nbs/04k_loop.ipynb #d9c654dd
@@ -133,10 +135,14 @@ def train_rollout(p: Prepared, pl: Placement, u: int, reqs: list[Request], comps
         raise RunFailed(f"update {u}: the trainer refused the rollout: {e}") from None   # looprl.rollout.exits
 
 # %% ../../nbs/04k_loop.ipynb #56d93635
+def row_text(row: dict) -> str:
+    "A row's prompt, or its message turns as JSON."
+    return row["prompt"] if "prompt" in row else json.dumps(row["messages"], ensure_ascii=False)
+
 def rollout_records(G: int, prompt_rows: list[int], reqs: list[Request], comps: list[Completion], rows: list[dict],
                     texts: list[str], results: list, records: dict) -> list[dict]:
     "One record per completion, as `rollouts/update-<u>.json` keeps it: prompt, response, reward, trace, values."
-    return [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=rows[i]["prompt"],
+    return [dict(prompt_row=prompt_rows[i // G], sample_index=i, seed=reqs[i].seed, prompt_text=row_text(rows[i]),
                  label=rows[i]["label"], prompt_ids=reqs[i].prompt_ids, response_text=texts[i], tokens=c.tokens,
                  finish_reason=c.finish_reason, logprobs=c.logprobs, reward=results[i].value,
                  reward_status=results[i].status, trace=c.trace.to_dict(), policy_version=c.policy_version,
@@ -212,6 +218,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     line = update_line(u, version, digest, comps, results, res["metrics"], t, o.group_size)
+    line.update(thinking_metrics(texts, thinking_of(p)))                    # mean thinking and answer lengths
     if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"]["snapshot_s"]
     append_metrics(run_dir, line)
     check_skipped(p, run_dir, u, res["metrics"])

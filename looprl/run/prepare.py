@@ -21,13 +21,15 @@ from ..rollout.exits import exit_contract
 from ..rollout.engines import engine_class
 from ..tasks.data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
 from ..tasks.reward_specs import load_reward, reward_identity
+from ..tasks.prompting import Prompter, load_prompter, encode_rows, stop_token_ids, prompt_contract
 from .options import RunOptions, check
 from .placement import placement_refusal, gpus_needed
 from ..training.settings import TrainSettings
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'Prepared', 'default_precision',
-           'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths', 'run_contract', 'prepare']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'Prepared', 'thinking_of',
+           'default_precision', 'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths',
+           'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -88,6 +90,12 @@ class Prepared:
     heldout: dict | None      # {"rows", "prompt_ids", "path"} of the held-out questions, or None
     contract: dict
     notes: list               # one-line notes for the user (dropped prompts)
+    prompter: object = None   # how rows became prompt ids (tasks.prompting.Prompter: template, thinking section)
+
+# %% ../../nbs/04g_prepare.ipynb #thinkof1
+def thinking_of(p: Prepared):
+    "The thinking section the run's chat template opens (`tasks.prompting.ThinkingSection`), or None."
+    return p.prompter.thinking if p.prompter is not None else None
 
 # %% ../../nbs/04g_prepare.ipynb #2c0891cf
 def _fit(rows, ids, limit: int, path, what: str, notes: list):
@@ -113,16 +121,17 @@ def _load_model(o: RunOptions):
     except (ConfigError, CheckpointError, DataError) as e: raise UsageError(f"--model: {e}") from None
 
 # %% ../../nbs/04g_prepare.ipynb #1067c4b5
-def _load_data(o: RunOptions, cfg: LoopedConfig, tok, notes: list) -> tuple[list, list, dict | None, object]:
+def _load_data(o: RunOptions, cfg: LoopedConfig, tok, notes: list,
+               prompter: Prompter = Prompter()) -> tuple[list, list, dict | None, object]:
     "The prompt rows and their ids, the held-out questions (or None) and the reward function; bad input as UsageError."
     heldout = None
     try:
         rows = load_prompts(o.data_path)
-        rows, ids = _fit(rows, encode_prompts(tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path,
+        rows, ids = _fit(rows, encode_rows(prompter, tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path,
                          "prompts", notes)
         if o.eval_path is not None:
             hrows = load_prompts(o.eval_path)[:o.eval_limit]
-            hrows, hids = _fit(hrows, encode_prompts(tok, cfg, hrows, o.eval_path), o.rollout.max_prompt_tokens,
+            hrows, hids = _fit(hrows, encode_rows(prompter, tok, cfg, hrows, o.eval_path), o.rollout.max_prompt_tokens,
                                o.eval_path, "held-out questions", notes)
             heldout = dict(rows=hrows, prompt_ids=hids, path=str(o.eval_path))
         reward = load_reward(o.reward)
@@ -175,8 +184,10 @@ def check_lengths(o: RunOptions, cfg: LoopedConfig):
           f"the model has {cfg.max_positions} positions ({o.model_dir / 'config.json'})")
 
 # %% ../../nbs/04g_prepare.ipynb #e0e50531
-def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list) -> dict:
-    "What a resumed run must match: versions, algorithm, settings, model, engine, reward, data, rollout, environment."
+def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list,
+                 prompt: dict | None = None) -> dict:
+    """What a resumed run must match: versions, algorithm, settings, model, engine, reward, data, rollout, environment,
+    and the prompts' template, stop ids and thinking section where they differ from plain text (`prompt_contract`)."""
     r = o.rollout
     return dict(
         looprl=__version__, algorithm=o.algorithm, updates=o.updates, seed=o.seed, settings=_jsonable(asdict(settings)),
@@ -188,7 +199,7 @@ def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, mode
                      max_response_tokens=r.max_response_tokens, temperature=r.temperature,
                      **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
-        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_})
+        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_}, **(prompt or {}))
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
@@ -204,7 +215,9 @@ def prepare(o: RunOptions) -> Prepared:
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "
                          f"{cfg.revision} ({o.model_dir / 'config.json'})")
-    rows, ids, heldout, reward = _load_data(o, cfg, tok, notes)
+    prompter = load_prompter(o.model_dir, o.prompt)
+    stop = stop_token_ids(o.model_dir, cfg, tok, o.prompt.stop)
+    rows, ids, heldout, reward = _load_data(o, cfg, tok, notes, prompter)
     compile_blocks = o.trainer.compile_blocks
     if compile_blocks is None: compile_blocks = o.device == "cuda" and o.trainer_processes == 1
     settings = replace(o.trainer, precision=o.trainer.precision or default_precision(cfg, o.device),
@@ -212,5 +225,6 @@ def prepare(o: RunOptions) -> Prepared:
     if settings.loss_agg == "seq-mean-token-sum-norm" and settings.loss_agg_tokens is None:   # Dr. GRPO's constant
         settings = replace(settings, loss_agg_tokens=o.rollout.max_response_tokens)
     check_tensor_parallel(o, cfg, settings.precision)
-    contract = run_contract(o, cfg, settings, model_sha, rows)
-    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes)
+    contract = run_contract(o, cfg, settings, model_sha, rows, prompt_contract(prompter, stop, cfg))
+    cfg = replace(cfg, eos_token_ids=stop)      # every request, decode and evaluation stops on all of them
+    return Prepared(o, cfg, settings, rows, ids, tok, reward, heldout, contract, notes, prompter)

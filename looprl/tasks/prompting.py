@@ -8,6 +8,7 @@ Docs: https://looprl.github.io/looprl/prompting.html.md"""
 from __future__ import annotations
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 from tokenizers import Tokenizer
@@ -20,7 +21,8 @@ from .reward_specs import score_completion
 
 # %% auto #0
 __all__ = ['UNCLOSED_THINKING_REWARD', 'UNCLOSED_THINKING', 'PromptSettings', 'stop_token_ids', 'ThinkingSection',
-           'thinking_section', 'split_thinking', 'grade', 'Prompter', 'encode_rows', 'prompt_contract', 'load_prompter']
+           'thinking_section', 'split_thinking', 'grade', 'thinking_metrics', 'graded_text', 'Prompter', 'encode_rows',
+           'prompt_contract', 'load_prompter']
 
 # %% ../../nbs/04a2_prompting.ipynb #17404ea1
 @dataclass
@@ -107,6 +109,20 @@ def grade(fn: Callable, text: str, label: str, tokens: Sequence[int],
     if answer is None: return RewardResult(UNCLOSED_THINKING_REWARD, UNCLOSED_THINKING), len(thinking), 0
     return score_completion(fn, answer, label, tokens), len(thinking), len(answer)
 
+# %% ../../nbs/04a2_prompting.ipynb #thinkmet
+def thinking_metrics(texts: Sequence[str], section: ThinkingSection | None) -> dict:
+    "Mean thinking and answer lengths (characters) of completion `texts`, and how many never closed the section."
+    if section is None: return {}
+    parts = [split_thinking(t, section) for t in texts]
+    n = max(len(parts), 1)
+    return dict(mean_thinking_chars=sum(len(a) for a, _ in parts) / n,
+                mean_answer_chars=sum(len(b or "") for _, b in parts) / n,
+                unclosed_thinking=sum(b is None for _, b in parts))
+
+def graded_text(text: str, section: ThinkingSection | None) -> str:
+    "The part of `text` a held-out evaluation grades: the answer after the section ('' when it never closes)."
+    return split_thinking(text, section)[1] or ""
+
 # %% ../../nbs/04a2_prompting.ipynb #583648d5
 @dataclass(frozen=True)
 class Prompter:
@@ -114,7 +130,7 @@ class Prompter:
     template: ChatTemplate | None = None
     system_prompt: str | None = None
 
-    @property
+    @cached_property
     def thinking(self) -> ThinkingSection | None: return thinking_section(self.template)
 
     def messages(self, row: dict) -> list[dict]:

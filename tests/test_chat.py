@@ -1,0 +1,114 @@
+"""Prompts as a checkpoint expects them (looprl.tasks.chat, looprl.tasks.prompting): bad message rows and a failing
+template refused at the command line, the thinking section graded as documented, plain runs' contracts unchanged, and
+the rendered prompt ids equal to transformers' `apply_chat_template(..., add_generation_prompt=True)` (that test runs
+where transformers is installed, e.g. a side environment: python -m venv --system-site-packages V;
+V/bin/pip install --no-deps transformers; V/bin/python -m pytest tests/test_chat.py)."""
+import json, subprocess, sys
+from pathlib import Path
+import pytest
+from looprl.tasks.chat import ChatTemplate, load_chat_template, shipped_template, TEMPLATES
+from looprl.tasks.data import build_char_tokenizer
+from looprl.tasks.prompting import (Prompter, ThinkingSection, grade, prompt_contract, stop_token_ids,
+                                    UNCLOSED_THINKING_REWARD)
+from looprl.tasks.rewards import math_reward
+from looprl.model.config import load_config
+from looprl.model.registry import default_family
+
+def train(tmp_path, rows, *flags):
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "looprl.train", "--output", str(out), "--data", str(data), "--updates", "1",
+                        "--rollout-batch-size", "2", "--no-eval", *flags], capture_output=True, text=True, timeout=300)
+    return p, out, data
+
+GOOD = {"messages": [{"role": "user", "content": "1+1="}], "label": "2"}
+THINK = str(TEMPLATES / "chatml-think.jinja")
+
+@pytest.mark.parametrize("bad, says", [
+    ({"messages": [{"role": "robot", "content": "1+1="}], "label": "2"}, "rows.jsonl:2: field 'messages[0]': unknown role"),
+    ({"messages": [{"role": "system", "content": "x"}], "label": "2"}, "rows.jsonl:2: field 'messages': no user turn"),
+    ({"messages": [{"role": "user"}], "label": "2"}, "rows.jsonl:2: field 'messages[0]': a turn is an object"),
+    ({"messages": [{"role": "user", "content": "x"}], "prompt": "x", "label": "2"}, "rows.jsonl:2: fields 'prompt' and"),
+])
+def test_bad_message_rows_are_refused_naming_file_and_line(tmp_path, bad, says):
+    p, out, _ = train(tmp_path, [GOOD, bad], "--chat-template", THINK)
+    assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not out.exists()
+
+def test_a_template_that_raises_is_refused_naming_file_and_line(tmp_path):
+    t = tmp_path / "t.jinja"
+    t.write_text("{% if messages|length > 1 %}{{ raise_exception('one turn only') }}{% endif %}{{ messages[0].content }}")
+    two = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "1+1="}], "label": "2"}
+    p, out, _ = train(tmp_path, [GOOD, GOOD, two], "--chat-template", str(t))
+    assert p.returncode == 2 and "rows.jsonl:3: field 'messages':" in p.stderr and "one turn only" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not out.exists()
+
+def test_message_rows_need_a_template(tmp_path):
+    p, out, _ = train(tmp_path, [GOOD])            # the tiny model has no template
+    assert p.returncode == 2 and "rows.jsonl:1: field 'messages': needs a chat template" in p.stderr, p.stderr
+    assert not out.exists()
+
+def test_the_thinking_section_is_not_graded_and_an_unclosed_one_is_penalised():
+    s = ThinkingSection()
+    inside = "The answer is 4. </think> The answer is 5."
+    assert grade(math_reward, inside, "4", [], s)[0].value == 0.0              # the answer after </think> is graded
+    assert grade(math_reward, inside, "5", [], s)[0].value == 1.0
+    unclosed = "The answer is 4."
+    r = grade(math_reward, unclosed, "4", [], s)[0]
+    assert (r.value, r.status) == (UNCLOSED_THINKING_REWARD, "unclosed_thinking")
+    # the twin: without the section the same texts are graded whole, and the answer inside the thinking counts
+    assert grade(math_reward, unclosed, "4", [], None)[0].value == 1.0
+    assert grade(math_reward, inside, "4", [], None)[0].status == "refused:several"
+
+def test_a_plain_run_records_no_prompt_contract_so_old_runs_resume():
+    d = default_family().embedded
+    cfg, tok = load_config(d), build_char_tokenizer()
+    assert prompt_contract(Prompter(), stop_token_ids(d, cfg, tok), cfg) == {}
+    # the twin: any change to how prompts are made is recorded
+    assert prompt_contract(Prompter(), stop_token_ids(d, cfg, tok, ["5"]), cfg)["prompt"]["stop_ids"] == [2, 5]
+    assert prompt_contract(Prompter(shipped_template("chatml-think")), (2,), cfg)["prompt"]["thinking"] == \
+        ["<think>", "</think>"]
+
+# ------------------------------------------------------------------ equality with transformers (side environment)
+HUGINN_TOKENS = ["<|begin_text|>", "<|end_text|>", "<|begin_header|>", "<|end_header|>", "<|end_turn|>"]
+CHATML_TOKENS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is 12+30?"}],
+    [{"role": "system", "content": "You are brief."}, {"role": "user", "content": " 7*6? "}],
+    [{"role": "system", "content": "Math."}, {"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "2"},
+     {"role": "user", "content": "and 2+2?"}],
+    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c\n\nd"}],
+]
+LOOSE = "{% for m in messages %}\n  {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}\n{% if add_generation_prompt %}A:{% endif %}"
+
+def checkpoint(tmp_path, name, template, specials, bos, eos):
+    "A tokenizer directory: looprl's character tokenizer with the family's special tokens, and a tokenizer_config."
+    d = tmp_path / name; d.mkdir()
+    tok = build_char_tokenizer(); tok.add_special_tokens(specials)
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(dict(chat_template=template, bos_token=bos, eos_token=eos,
+                                                             tokenizer_class="PreTrainedTokenizerFast")))
+    return d, tok
+
+@pytest.mark.parametrize("name", ["huginn-0125", "chatml-think", "loose"])
+def test_prompt_ids_equal_transformers_apply_chat_template(tmp_path, name):
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed here: the equality with "
+                                       "apply_chat_template runs in a side environment that has it")
+    source = LOOSE if name == "loose" else (TEMPLATES / f"{name}.jinja").read_text()
+    specials, bos, eos = (HUGINN_TOKENS, "<|begin_text|>", "<|end_text|>") if name == "huginn-0125" else \
+        (CHATML_TOKENS, "<|im_start|>", "<|im_end|>")
+    d, tok = checkpoint(tmp_path, name, source, specials, bos, eos)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(d))
+    p, cfg = Prompter(load_chat_template(d)), load_config(default_family().embedded)
+    import jinja2
+    plain = jinja2.Environment()                                   # the twin: Jinja without transformers' settings
+    differs = 0
+    for msgs in CONVERSATIONS:
+        want = theirs.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+        want = want["input_ids"] if hasattr(want, "keys") else want
+        assert p.encode(tok, cfg, {"messages": msgs, "label": "0"}) == list(want), msgs
+        if name == "loose":
+            text = plain.from_string(source).render(messages=msgs, add_generation_prompt=True)
+            differs += tok.encode(text, add_special_tokens=False).ids != list(want)
+    if name == "loose": assert differs == len(CONVERSATIONS)        # trim_blocks/lstrip_blocks matter, and are seen
