@@ -107,7 +107,8 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
                     max_new_tokens=o.rollout.max_response_tokens, exit_threshold=o.rollout.exit_threshold,
                     exit_mode=o.rollout.exit_mode)
     r = evaluate(pl.engine.generate, h["prompt_ids"], [x["label"] for x in h["rows"]],
-                 lambda t: graded_text(decode_text(p.tokenizer, p.cfg, t), thinking_of(p)), p.reward, spec, p.cfg.eos_token_ids)
+                 lambda t: graded_text(decode_text(p.tokenizer, p.cfg, t), thinking_of(p)), p.reward, spec,
+                 p.cfg.eos_token_ids)
     return dict(kind="heldout", update=u, version=version, **r, time=dict(eval_s=time.perf_counter() - t0))
 
 # %% ../../nbs/04k_loop.ipynb #d9c654dd

@@ -127,7 +127,8 @@ def _load_data(o: RunOptions, cfg: LoopedConfig, tok, notes: list,
     heldout = None
     try:
         rows = load_prompts(o.data_path)
-        rows, ids = _fit(rows, encode_rows(prompter, tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens, o.data_path,
+        rows, ids = _fit(rows, encode_rows(prompter, tok, cfg, rows, o.data_path), o.rollout.max_prompt_tokens,
+                         o.data_path,
                          "prompts", notes)
         if o.eval_path is not None:
             hrows = load_prompts(o.eval_path)[:o.eval_limit]
@@ -199,7 +200,8 @@ def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, mode
                      max_response_tokens=r.max_response_tokens, temperature=r.temperature,
                      **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
         device=o.device, environment=environment_fingerprint(settings.dtype),
-        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_}, **(prompt or {}))
+        trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_},
+        **(prompt or {}))
 
 def _jsonable(d):
     return json.loads(json.dumps(d, default=lambda x: list(x) if isinstance(x, tuple) else str(x)))
