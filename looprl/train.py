@@ -6,32 +6,93 @@ Docs: https://looprl.github.io/looprl/train.html.md"""
 
 # %% ../nbs/05a_train.ipynb #278fe9f0
 from __future__ import annotations
-import sys
+import argparse, hashlib, json, sys
 from pathlib import Path
+import looprl
 from .core.cli import UsageError, command_parser, fail
-from .run.options import RunOptions, option_flags, options_for_resume
-from .run.loop import RunFailed, RunInterrupted, run
-from .core.state import DamagedCheckpoint     # a damaged checkpoint found on resume: exit status 1
-from .core.state import RunError             # a run directory that cannot be resumed as asked: exit status 2
-from .run.plan import ADJUSTABLE
 
 # %% auto #0
-__all__ = ['parser', 'options_from_args', 'heldout_summary', 'summary_table', 'main']
+__all__ = ['DESCRIPTION', 'FLAG_SOURCES', 'FLAG_TABLE', 'ACTIONS', 'TYPES', 'declared_parser', 'flag_sources_digest', 'flag_rows',
+           'write_flag_table', 'json_object', 'table_parser', 'parser', 'options_from_args', 'heldout_summary',
+           'summary_table', 'main']
 
-# %% ../nbs/05a_train.ipynb #b3ddd09a
-def parser():
-    """The command line of `python -m looprl.train`: a flag per setting (generated from the options chapter), and
-    --no-progress."""
-    ap = command_parser("train", "Reinforcement learning for looped language models.")
+# %% ../nbs/05a_train.ipynb #flgtab02
+DESCRIPTION = "Reinforcement learning for looped language models."
+
+def declared_parser():
+    """The command line of `python -m looprl.train` generated from the declarations: a flag per setting (the options
+    chapter), and --no-progress. Imports torch."""
+    from looprl.run.options import option_flags
+    ap = command_parser("train", DESCRIPTION)
     option_flags(ap)
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar: a line on stderr every --progress-every updates instead (as when stderr is "
                          "not a terminal)")
     return ap
 
+# %% ../nbs/05a_train.ipynb #flgtab03
+FLAG_SOURCES = ("run/options.py", "training/settings.py", "training/objectives.py", "tasks/reward_specs.py",
+                "rollout/engines.py", "rollout/exits.py", "run/logs.py", "core/cli.py", "train.py")
+FLAG_TABLE = Path(looprl.__file__).parent / "assets" / "train_flags.json"
+
+def flag_sources_digest() -> str:
+    "sha256 of the sources `declared_parser`'s flags come from: their declarations, comments, defaults and choices."
+    h, root = hashlib.sha256(), Path(looprl.__file__).parent
+    for rel in FLAG_SOURCES: h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    return h.hexdigest()
+
+# %% ../nbs/05a_train.ipynb #flgtab04
+ACTIONS = {argparse._StoreAction: "store", argparse._StoreTrueAction: "store_true",
+           argparse._StoreFalseAction: "store_false", argparse._AppendAction: "append"}
+
+def flag_rows(ap) -> list[dict]:
+    "Every flag of `ap` as data, in the parser's order: its group, names, setting, action, type, choices and help."
+    group = {id(a): g.title for g in ap._action_groups for a in g._group_actions}
+    return [dict(group=group[id(a)], flags=a.option_strings, dest=a.dest, action=ACTIONS[type(a)],
+                 type=a.type and a.type.__name__, choices=a.choices and list(a.choices), nargs=a.nargs,
+                 default=a.default, help=a.help, metavar=a.metavar)
+            for a in ap._actions if not isinstance(a, argparse._HelpAction)]
+
+def write_flag_table(path=FLAG_TABLE) -> Path:
+    "Make the table of the train flags from the declarations, with the digest of their sources."
+    doc = dict(sources=flag_sources_digest(), flags=flag_rows(declared_parser()))
+    Path(path).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    return Path(path)
+
+# %% ../nbs/05a_train.ipynb #flgtab05
+def json_object(text: str) -> dict:
+    "A JSON object flag (--train-env-vars), read by the options chapter's own reader."
+    from looprl.run.options import json_object as read
+    return read(text)
+
+TYPES = {"int": int, "float": float, "json_object": json_object}
+
+def table_parser(path=FLAG_TABLE):
+    "The command line built from the table (no torch), if it was made from today's sources; else None."
+    try: doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError): return None
+    if doc.get("sources") != flag_sources_digest(): return None
+    ap = command_parser("train", DESCRIPTION)
+    groups = {ap._optionals.title: ap}
+    for r in doc["flags"]:
+        at = groups.get(r["group"]) or groups.setdefault(r["group"], ap.add_argument_group(r["group"]))
+        kw = dict(action=r["action"], dest=r["dest"], default=r["default"], help=r["help"])
+        if r["action"] in ("store", "append"):
+            kw.update(type=TYPES.get(r["type"]), choices=r["choices"], nargs=r["nargs"], metavar=r["metavar"])
+        at.add_argument(*r["flags"], **kw)
+    return ap
+
+# %% ../nbs/05a_train.ipynb #b3ddd09a
+def parser():
+    """The command line of `python -m looprl.train`: a flag per setting (generated from the options chapter), and
+    --no-progress; read from the table when it is up to date (no torch), else generated."""
+    return table_parser() or declared_parser()
+
 # %% ../nbs/05a_train.ipynb #e7018baa
 def options_from_args(ns) -> RunOptions:
     "RunOptions from parsed arguments: defaults for a new run, the stored options for a resume."
+    from looprl.run.options import RunOptions, options_for_resume
+    from looprl.run.plan import ADJUSTABLE
     given = {k: v for k, v in vars(ns).items() if v is not None and k not in ("resume", "output", "no_progress")}
     if ns.resume:                   # the plan may choose --keep-checkpoints again (not stored); the rest is the run's
         if not ns.output: raise UsageError("--resume needs --output")
@@ -86,12 +147,15 @@ def summary_table(s: dict, rows: int = 12) -> str:
 def main(argv=None):
     "Entry point of `python -m looprl.train` and `looprl-train`."
     ns = parser().parse_args(argv)
+    from looprl.run import loop            # torch and the answer parser: after the flags are read
+    from looprl.core.state import DamagedCheckpoint     # a damaged checkpoint found on resume: exit status 1
+    from looprl.core.state import RunError             # a run directory that cannot be resumed as asked: exit status 2
     try:
         o = options_from_args(ns)
-        s = run(o, progress=not ns.no_progress)
+        s = loop.run(o, progress=not ns.no_progress)
     except (UsageError, RunError) as e: fail("train", e)
-    except (RunFailed, DamagedCheckpoint) as e: fail("train", e, code=1)
-    except RunInterrupted as e:                 # the updates it finished, then how to resume
+    except (loop.RunFailed, DamagedCheckpoint) as e: fail("train", e, code=1)
+    except loop.RunInterrupted as e:                 # the updates it finished, then how to resume
         if e.summary: print(summary_table(e.summary), flush=True)
         fail("train", e, code=128 + e.signum)
     print(summary_table(s))

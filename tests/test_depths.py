@@ -9,7 +9,7 @@ from looprl.model.config import load_config
 from looprl.model.registry import default_family
 
 EMBEDDED = default_family().embedded
-SMALL = ("--limit", "3", "--samples", "2")            # a few questions: these tests check equality, not accuracy
+SMALL = ("--eval-limit", "3", "--eval-samples", "2")            # a few questions: these tests check equality, not accuracy
 
 
 def cli(module, *args):
@@ -77,7 +77,7 @@ def test_an_unwritable_out_is_refused_before_any_work(tmp_path):
 
 
 def test_verify_at_another_depth_keeps_parity_and_refuses_bad_depths():
-    r = cli("looprl.verify", EMBEDDED, "--samples", "2", "--max-new-tokens", "6", "--depth", "7")
+    r = cli("looprl.verify", EMBEDDED, "--samples", "2", "--max-response-tokens", "6", "--depth", "7")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["ok"] and (rep["depth"], rep["config_depth"], set(rep["exit_depths"])) == (7, 4, {"7"})

@@ -115,7 +115,7 @@ def test_bench_rollout_cuda_tiny():
 @pytest.mark.parametrize("family", SHIPPED)
 def test_verify_cli_cuda_fp32(ckpts, family):
     from conftest import run_cli
-    r = run_cli("looprl.verify", ckpts[family], "--device", "cuda", "--samples", "4", "--max-new-tokens", "16")
+    r = run_cli("looprl.verify", ckpts[family], "--device", "cuda", "--samples", "4", "--max-response-tokens", "16")
     assert r.returncode == 0, (r.stdout, r.stderr)
     rep = json.loads(r.stdout)
     assert rep["device"] == "cuda" and rep["bound"] == 1.5e-5 and rep["max_abs_logprob_diff"] <= 1.5e-5

@@ -30,7 +30,7 @@ def test_entry_point_family_works_in_every_command(tmp_path):
     assert json.loads((ck / "config.json").read_text())["model_type"] == "loopllama"
     p = looprl(["looprl.inspect", str(ck)], path)
     assert p.returncode == 0 and "loopllama" in p.stdout and "loop_count" in p.stdout, p.stdout + p.stderr
-    p = looprl(["looprl.verify", str(ck), "--samples", "4", "--max-new-tokens", "8", "--temperature", "0.8"], path)
+    p = looprl(["looprl.verify", str(ck), "--samples", "4", "--max-response-tokens", "8", "--temperature", "0.8"], path)
     assert p.returncode == 0, p.stdout + p.stderr
     report = json.loads(p.stdout)
     assert report["family"] == "loopllama" and report["depth_key"] == "loop_count" and report["max_abs_logprob_diff"] <= 3e-6

@@ -39,7 +39,7 @@ def test_eval_of_a_run_reproduces_its_last_heldout_line(tmp_path):
 
 def test_eval_of_a_bare_checkpoint_uses_the_training_defaults_of_the_cpu():
     from looprl.warmstart import EMBEDDED_MODEL
-    r = eval_json(EMBEDDED_MODEL, "--limit", "4", "--samples", "0")
+    r = eval_json(EMBEDDED_MODEL, "--eval-limit", "4", "--eval-samples", "0")
     assert (r["precision"], r["seed"], r["device"], r["questions"]) == ("fp32", 0, "cpu", 4)
 
 def test_extension_keeps_the_final_heldout_row_and_compares_equal(tmp_path):

@@ -50,12 +50,12 @@ def test_exports_are_native_checkpoints(exported, shipped):
     assert state_digest(read_tensors(exported / "policies" / "update-000001")) == ups[1]["digest"] != ups[0]["digest"]
 
 def test_export_feeds_eval_verify_inspect_and_train(exported, arithmetic, tmp_path):
-    r = run_cli("looprl.eval", exported, "--limit", "16", "--samples", "2", "--json")
+    r = run_cli("looprl.eval", exported, "--eval-limit", "16", "--eval-samples", "2", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["model"].endswith("policies/update-000002") and rep["questions"] == 16
     d = exported / "policies" / "update-000002"
-    r = run_cli("looprl.verify", d, "--samples", "16", "--temperature", "0.8", "--max-new-tokens", "8"); assert r.returncode == 0, r.stdout + r.stderr
+    r = run_cli("looprl.verify", d, "--samples", "16", "--temperature", "0.8", "--max-response-tokens", "8"); assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["max_abs_logprob_diff"] <= 3e-6
     r = run_cli("looprl.inspect", d); assert r.returncode == 0 and "huginn_raven" in r.stdout, r.stderr
     r = run_cli("looprl.train", "--model", d, "--data", arithmetic, "--output", tmp_path / "again", "--algorithm", "grpo", "--updates", "1",

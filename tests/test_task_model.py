@@ -41,13 +41,13 @@ def test_the_directory_is_a_checkpoint_with_its_tokenizer_splits_and_record(smal
     assert load_checkpoint(small).cfg.depth == PRESETS["small"].recurrence
 
 def test_the_same_command_rebuilds_the_same_model_on_the_cpu(small, tmp_path):
-    r = warmstart(tmp_path / "again", "--preset", "small", "--max-steps", "10", "--no-evaluate",
+    r = warmstart(tmp_path / "again", "--preset", "small", "--max-steps", "10", "--no-eval",
                   "--splits", small / "splits")
     assert r.returncode == 0, r.stderr
     a, b = (json.loads((d / "warmstart.json").read_text()) for d in (small, tmp_path / "again"))
     assert a["losses_every_10"][0] != a["final_loss"]                              # the steps changed the model
     assert a["model_sha256"] == b["model_sha256"] and a["tokenizer"] == b["tokenizer"]
-    r = warmstart(tmp_path / "other", "--preset", "small", "--max-steps", "10", "--no-evaluate", "--seed", "1",
+    r = warmstart(tmp_path / "other", "--preset", "small", "--max-steps", "10", "--no-eval", "--seed", "1",
                   "--splits", small / "splits")                                  # the twin: another seed
     assert json.loads((tmp_path / "other" / "warmstart.json").read_text())["model_sha256"] != a["model_sha256"]
 

@@ -24,7 +24,7 @@ def ckpts(tmp_path_factory):
 
 @pytest.mark.parametrize("family", SHIPPED)
 def test_cli_parity_fp32_cpu(ckpts, family):
-    r = verify(ckpts[family], "--samples", "6", "--max-new-tokens", "24", "--seed", "3")
+    r = verify(ckpts[family], "--samples", "6", "--max-response-tokens", "24", "--seed", "3")
     assert r.returncode == 0, (r.stdout, r.stderr)
     rep = json.loads(r.stdout)
     cfg = tiny_config(family)
@@ -41,7 +41,7 @@ def test_cli_parity_fp32_cpu(ckpts, family):
 
 
 def test_cli_low_precision_bound(ckpts):
-    r = verify(ckpts["huginn_raven"], "--dtype", "bf16", "--samples", "2", "--max-new-tokens", "8")
+    r = verify(ckpts["huginn_raven"], "--precision", "bf16", "--samples", "2", "--max-response-tokens", "8")
     rep = json.loads(r.stdout)
     assert rep["bound"] == 0.03 and rep["dtype"] == "bfloat16"
     assert r.returncode == (0 if rep["max_abs_logprob_diff"] <= 0.03 else 1)
@@ -62,7 +62,7 @@ def test_cli_bad_input(ckpts, tmp_path):
     assert "invalid JSON" in one_line_error(verify(tmp_path / "json"))
     (tmp_path / "noweights").mkdir(); (tmp_path / "noweights" / "config.json").write_text((ckpts["ouro"] / "config.json").read_text())
     assert "no model.safetensors" in one_line_error(verify(tmp_path / "noweights"))
-    assert "--dtype must be one of" in one_line_error(verify(ckpts["ouro"], "--dtype", "fp8"))
+    assert "--precision must be one of" in one_line_error(verify(ckpts["ouro"], "--precision", "fp8"))
     assert "--samples" in one_line_error(verify(ckpts["ouro"], "--samples", "0"))
     if not torch.cuda.is_available():
         assert "no CUDA device" in one_line_error(verify(ckpts["ouro"], "--device", "cuda"))
@@ -85,7 +85,7 @@ def test_exit_status_above_the_bound(ckpts, monkeypatch, capsys):
     rep = V.verify_checkpoint(ckpts["huginn_raven"], samples=3, max_new_tokens=10)
     assert rep["max_abs_logprob_diff"] > 0 and rep["ok"] is False
     with pytest.raises(SystemExit) as ei:
-        V.main([str(ckpts["huginn_raven"]), "--samples", "3", "--max-new-tokens", "10"])
+        V.main([str(ckpts["huginn_raven"]), "--samples", "3", "--max-response-tokens", "10"])
     assert ei.value.code == 1
     assert json.loads(capsys.readouterr().out)["ok"] is False
 
@@ -103,7 +103,7 @@ def test_stdout_holds_the_json_alone(ckpts, monkeypatch, capfd):
             return super().generate(requests)
 
     monkeypatch.setattr(V, "engine_class", lambda engine, device="cpu": LoggingEngine)
-    argv = [str(ckpts["ouro"]), "--samples", "2", "--max-new-tokens", "4"]
+    argv = [str(ckpts["ouro"]), "--samples", "2", "--max-response-tokens", "4"]
     with pytest.raises(SystemExit) as ex: V.main(argv)
     out, err = capfd.readouterr()
     assert ex.value.code == 0 and json.loads(out)["ok"]

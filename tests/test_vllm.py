@@ -256,7 +256,7 @@ def test_verify_stdout_is_json_alone(tmp_path):
         "configure_logging(LoggingConfig()); init_logger('vllm.outside').warning('logged outside the command')\n"
         "V.main(sys.argv[1:])\n")
     r = subprocess.run([sys.executable, "-c", script, str(ASSETS / "tiny-huginn"), "--engine", "vllm", "--samples", "4",
-                        "--max-new-tokens", "4"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                        "--max-response-tokens", "4"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
                        env={**os.environ, "VLLM_LOGGING_STREAM": "ext://sys.stdout", "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0, r.stderr[-3000:]
     first, _, rest = r.stdout.partition("\n")

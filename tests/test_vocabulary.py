@@ -201,3 +201,24 @@ def test_twin_a_silent_or_unannounced_alias_fails(parsers):
         p.add_argument("--limit", action=Silent, dest="eval_limit", new="--eval-limit", target=t)
     assert alias_faults(with_parser(parsers, "deviant", silent)) == [
         "deviant: --limit says [] on stderr, not one line naming --eval-limit"]
+
+
+# train's flags read without torch: the stored table is the declarations' own
+
+def test_train_flags_from_the_table_are_the_declared_flags():
+    from looprl.train import declared_parser, flag_rows, table_parser, FLAG_TABLE
+    fast = table_parser()
+    assert fast is not None, f"{FLAG_TABLE} is stale: python -c 'from looprl.train import write_flag_table; write_flag_table()'"
+    slow = declared_parser()
+    assert flag_rows(fast) == flag_rows(slow) and fast.format_help() == slow.format_help()
+
+
+def test_twin_a_stale_or_altered_flag_table_is_caught(tmp_path):
+    import json
+    from looprl.train import declared_parser, flag_rows, table_parser, FLAG_TABLE
+    doc = json.loads(FLAG_TABLE.read_text())
+    stale = tmp_path / "stale.json"; stale.write_text(json.dumps(dict(doc, sources="0" * 64)))
+    assert table_parser(stale) is None                       # made from other sources: not used
+    doc["flags"][0]["help"] += " (altered)"
+    altered = tmp_path / "altered.json"; altered.write_text(json.dumps(doc))
+    assert flag_rows(table_parser(altered)) != flag_rows(declared_parser())

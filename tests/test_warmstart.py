@@ -57,8 +57,8 @@ def test_asset_tokenizer_matches_data():
 
 def test_three_steps_deterministic(tmp_path):
     from looprl.model.hf import read_tensors
-    a = warmstart(tmp_path / "a", "--max-steps", 3, "--no-target", "--no-evaluate")
-    b = warmstart(tmp_path / "b", "--max-steps", 3, "--no-target", "--no-evaluate")
+    a = warmstart(tmp_path / "a", "--max-steps", 3, "--no-target", "--no-eval")
+    b = warmstart(tmp_path / "b", "--max-steps", 3, "--no-target", "--no-eval")
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     ra, rb = json.loads(a.stdout), json.loads(b.stdout)
     assert ra["final_loss"] == rb["final_loss"] and ra["model_sha256"] == rb["model_sha256"]
@@ -72,12 +72,12 @@ def test_other_seed_and_family(tmp_path):
     m0, _ = ws(max_steps=2, batch_size=4, seed=0, target=None)
     m1, _ = ws(max_steps=2, batch_size=4, seed=1, target=None)
     assert not torch.equal(m0.transformer.adapter.weight, m1.transformer.adapter.weight)
-    r = warmstart(tmp_path / "n", "--family", "nanbeige", "--max-steps", 2, "--no-target", "--no-evaluate")
+    r = warmstart(tmp_path / "n", "--family", "nanbeige", "--max-steps", 2, "--no-target", "--no-eval")
     assert r.returncode == 0 and json.loads(r.stdout)["family"] == "nanbeige", r.stderr
 
 def test_refuses_non_empty_output(tmp_path):
     (tmp_path / "keep.txt").write_text("x")
-    r = warmstart(tmp_path, "--max-steps", 1, "--no-evaluate")
+    r = warmstart(tmp_path, "--max-steps", 1, "--no-eval")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.splitlines() == [f"looprl.warmstart: {tmp_path}: exists and is not empty; refusing to overwrite it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -10,7 +10,7 @@ script_command "$@"
 main() {
   step 120 python3 benchmarks/gpu/make_checkpoints.py mid
   step 150 python3 benchmarks/gpu/record.py json "$OUT/verify-mid-fp32-cuda.json" 120 \
-    python3 -m looprl.verify /tmp/hmid --device cuda --dtype fp32 --samples 8 --max-new-tokens 32
+    python3 -m looprl.verify /tmp/hmid --device cuda --precision fp32 --samples 8 --max-response-tokens 32
   finish
 }
 logged logprob-parity main
