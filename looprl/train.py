@@ -14,7 +14,7 @@ from .core.cli import UsageError, command_parser, fail
 # %% auto #0
 __all__ = ['DESCRIPTION', 'FLAG_SOURCES', 'FLAG_TABLE', 'ACTIONS', 'TYPES', 'declared_parser', 'flag_sources_digest', 'flag_rows',
            'write_flag_table', 'json_object', 'table_parser', 'parser', 'options_from_args', 'heldout_summary',
-           'summary_table', 'main']
+           'summary_table', 'missing_model', 'main']
 
 # %% ../nbs/05a_train.ipynb #flgtab02
 DESCRIPTION = "Reinforcement learning for looped language models."
@@ -32,14 +32,16 @@ def declared_parser():
 
 # %% ../nbs/05a_train.ipynb #flgtab03
 FLAG_SOURCES = ("run/options.py", "training/settings.py", "training/objectives.py", "tasks/reward_specs.py",
-                "rollout/engines.py", "rollout/exits.py", "run/logs.py", "core/cli.py", "train.py")
+                "rollout/engines.py", "rollout/exits.py", "run/logs.py", "core/cli.py")
 FLAG_TABLE = Path(looprl.__file__).parent / "assets" / "train_flags.json"
 
 def flag_sources_digest() -> str:
-    "sha256 of the sources `declared_parser`'s flags come from: their declarations, comments, defaults and choices."
+    """sha256 of the sources `declared_parser`'s flags come from: their declarations, comments, defaults and choices,
+    and `declared_parser`'s own cell of this module (not the rest, so that other edits here keep the table)."""
     h, root = hashlib.sha256(), Path(looprl.__file__).parent
     for rel in FLAG_SOURCES: h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
-    return h.hexdigest()
+    own = (root / "train.py").read_text()
+    return h.update(own[own.index("DESCRIPTION = "):].split("\n# %%")[0].encode()) or h.hexdigest()
 
 # %% ../nbs/05a_train.ipynb #flgtab04
 ACTIONS = {argparse._StoreAction: "store", argparse._StoreTrueAction: "store_true",
@@ -143,10 +145,21 @@ def summary_table(s: dict, rows: int = 12) -> str:
                      f"continue with: python -m looprl.train --output {s['run']} --resume")
     return "\n".join(lines)
 
+# %% ../nbs/05a_train.ipynb #trmodel1
+def missing_model(ns) -> str | None:
+    """The refusal of a --model path that does not exist, said before torch is imported: the message the run's
+    preparation gives (`looprl.model.config.load_config`'s, after `--model: `); None for any other --model."""
+    if ns.model is None or Path(ns.model).exists(): return None
+    from looprl.model.config import ConfigError, load_config         # reads the file system only
+    try: load_config(ns.model)
+    except ConfigError as e: return f"--model: {e}"
+    return None
+
 # %% ../nbs/05a_train.ipynb #35fe1785
 def main(argv=None):
     "Entry point of `python -m looprl.train` and `looprl-train`."
     ns = parser().parse_args(argv)
+    if why := missing_model(ns): fail("train", why)
     from looprl.run import loop            # torch and the answer parser: after the flags are read
     from looprl.core.state import DamagedCheckpoint     # a damaged checkpoint found on resume: exit status 1
     from looprl.core.state import RunError             # a run directory that cannot be resumed as asked: exit status 2
