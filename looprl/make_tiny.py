@@ -15,6 +15,7 @@ import torch
 from .tasks.data import build_char_tokenizer, TINY_ALPHABET
 from .model.models import build_model, init_weights
 from .model.hf import checkpoint_sha256, save_checkpoint
+from .tasks.prompting import CHAT_FILES, write_chat_files
 
 # %% auto #0
 __all__ = ['make_tiny_checkpoint', 'check_output', 'check_request', 'make_tiny', 'main']
@@ -44,11 +45,15 @@ def check_request(family: str | None, out) -> Path:
     return check_output(out)
 
 # %% ../nbs/05c_make_tiny.ipynb #1cc7915d
-def make_tiny(family: str, out, seed: int = 0) -> dict:
-    "Write a tiny `family` checkpoint with seed `seed` to `out` (refusing a non-empty `out`); return a summary."
+def make_tiny(family: str, out, seed: int = 0, chat: str | None = None) -> dict:
+    """Write a tiny `family` checkpoint with seed `seed` to `out` (refusing a non-empty `out`), with the tokenizer
+    configuration of chat template `chat` (`tasks.prompting.write_chat_files`) if given; return a summary."""
     out = check_request(family, out)
+    if chat is not None and chat not in CHAT_FILES:
+        raise ConfigError(f"--chat: {chat!r} is not one of {', '.join(CHAT_FILES)}")
     if not 0 <= seed < 2**63: raise ConfigError(f"--seed: must be in [0, 2**63), got {seed}")   # torch's seed range
     make_tiny_checkpoint(family, out, seed=seed)
+    if chat is not None: write_chat_files(out, chat)
     cfg = tiny_config(family)
     return dict(path=str(out), family=family, seed=seed, depth_key=cfg.depth_key, depth=cfg.depth,
                 files=sorted(p.name for p in out.iterdir()), sha256=checkpoint_sha256(out))
@@ -60,8 +65,9 @@ def main(argv=None):
     ap.add_argument("out", help="output directory: must not exist, or be empty")
     ap.add_argument("--family", help="a registered family (looprl.model.registry)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: 0)")
+    ap.add_argument("--chat", help=f"give it a real chat template's tokenizer files: {', '.join(CHAT_FILES)}")
     a = ap.parse_args(argv)
-    with refuse_bad_input("make_tiny", a.out): summary = make_tiny(a.family, a.out, a.seed)
+    with refuse_bad_input("make_tiny", a.out): summary = make_tiny(a.family, a.out, a.seed, a.chat)
     print(json.dumps(summary))
 
 if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs

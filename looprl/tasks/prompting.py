@@ -14,15 +14,15 @@ from typing import Callable, Sequence
 from tokenizers import Tokenizer
 from ..core.cli import UsageError
 from ..model.config import LoopedConfig, token_ids
-from .chat import ChatTemplate, ChatTemplateError, load_chat_template, tokenizer_settings, token_text
+from .chat import TEMPLATES, ChatTemplate, ChatTemplateError, load_chat_template, tokenizer_settings, token_text
 from .data import DataError, encode_text, is_char_tokenizer
 from .rewards import RewardResult
 from .reward_specs import score_completion
 
 # %% auto #0
-__all__ = ['UNCLOSED_THINKING_REWARD', 'UNCLOSED_THINKING', 'PromptSettings', 'stop_token_ids', 'ThinkingSection',
+__all__ = ['UNCLOSED_THINKING_REWARD', 'UNCLOSED_THINKING', 'CHAT_FILES', 'PromptSettings', 'stop_token_ids', 'ThinkingSection',
            'thinking_section', 'split_thinking', 'grade', 'thinking_metrics', 'graded_text', 'Prompter', 'encode_rows',
-           'prompt_contract', 'load_prompter']
+           'prompt_contract', 'load_prompter', 'write_chat_files']
 
 # %% ../../nbs/04a2_prompting.ipynb #17404ea1
 @dataclass
@@ -189,3 +189,26 @@ def load_prompter(model_dir, settings: PromptSettings) -> Prompter:
     try: p.thinking
     except ChatTemplateError as e: raise UsageError(f"--chat-template: {e}") from None
     return p
+
+# %% ../../nbs/04a2_prompting.ipynb #chatfil1
+CHAT_FILES = {   # template → (special tokens, BOS, the EOS tokens: tokenizer's first, then the end of a turn)
+    "huginn-0125": (("<|begin_text|>", "<|end_text|>", "<|begin_header|>", "<|end_header|>", "<|end_turn|>"),
+                    "<|begin_text|>", ("<|end_text|>", "<|end_turn|>")),
+    "chatml-think": (("<|im_start|>", "<|im_end|>", "<|endoftext|>"), "<|im_start|>", ("<|im_end|>", "<|endoftext|>"))}
+
+def write_chat_files(model_dir, name: str) -> dict:
+    "Give checkpoint `model_dir` the special tokens, tokenizer_config.json and generation_config.json of template `name`."
+    if name not in CHAT_FILES: raise ChatTemplateError(f"--chat: {name!r} is not one of {', '.join(CHAT_FILES)}")
+    d, (specials, bos, eos) = Path(model_dir), CHAT_FILES[name]
+    vocab = json.loads((d / "config.json").read_text())["vocab_size"]
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))
+    tok.add_special_tokens(list(specials))
+    ids = {t: tok.token_to_id(t) for t in specials}
+    if max(ids.values()) >= vocab: raise ChatTemplateError(f"{d}: no room for {name}'s special tokens below {vocab}")
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(dict(
+        chat_template=(TEMPLATES / f"{name}.jinja").read_text(), bos_token=bos, eos_token=eos[0],
+        tokenizer_class="PreTrainedTokenizerFast"), indent=1) + "\n")
+    gen = dict(bos_token_id=ids[bos], eos_token_id=[ids[t] for t in eos])
+    (d / "generation_config.json").write_text(json.dumps(gen, indent=1) + "\n")
+    return gen
