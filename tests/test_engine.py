@@ -108,13 +108,15 @@ def test_bad_requests_are_refused_before_any_work(ckpts, req, needle):
 
 # --- generation --------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("batching", ["static", "continuous"])
 @pytest.mark.parametrize("family", SHIPPED)
-def test_generation_lengths_stops_and_traces(ckpts, family):
-    e = Engine.from_checkpoint(ckpts[family], max_batch=4, max_len=40, model_revision="rev-a", engine_revision="eng-b")
+def test_generation_lengths_stops_and_traces(ckpts, family, batching):
+    e = Engine.from_checkpoint(ckpts[family], max_batch=4, max_len=40, model_revision="rev-a", engine_revision="eng-b",
+                               batching=batching)
     cfg = e.cfg
     ps = prompts(6, seed=1)
     reqs = [Request(p, seed=10 + i, max_new_tokens=3 + 2 * i, temperature=0.8 + 0.1 * i) for i, p in enumerate(ps)]
-    comps = e.generate(reqs)                                    # 6 requests in static batches of 4 and 2
+    comps = e.generate(reqs)          # static: batches of 4 and 2; continuous: 4 rows, refilled as 3 and 5 tokens end
     assert [len(c.tokens) for c in comps] == [3, 5, 7, 9, 11, 13]
     assert all(c.finish_reason == "length" for c in comps)
     for r, c in zip(reqs, comps):
@@ -129,7 +131,7 @@ def test_generation_lengths_stops_and_traces(ckpts, family):
         check_trace(t, family=family, depth=cfg.depth, model_revision="rev-a", engine_revision="eng-b", environment=environment_fingerprint(torch.float32))
         d = json.loads(json.dumps(c.to_dict()))
         assert Completion.from_dict(d) == c and LatentTrace.from_dict(d["trace"]) == t
-    assert e.stats["prefills"] == 2 and e.stats["completions"] == 6 and e.stats["tokens"] == sum(3 + 2 * i for i in range(6))
+    assert e.stats["prefills"] == {"static": 2, "continuous": 3}[batching] and e.stats["completions"] == 6 and e.stats["tokens"] == sum(3 + 2 * i for i in range(6))
     # stop tokens: the stop token ends the completion and is included
     for i in (2, 5):
         stop = comps[i].tokens[1]
@@ -166,8 +168,10 @@ def test_engine_arguments():
         Engine(tiny_config("ouro"), device="cpu", cuda_graphs=True)
     with pytest.raises(ValueError, match="max_len 999 must be in"):
         Engine(tiny_config("ouro"), max_len=999)
-    e = Engine(tiny_config("nanbeige"), max_batch=3, max_len=20)
+    e = Engine(tiny_config("nanbeige"), max_batch=3, max_len=20, batching="static")
     assert tuple(e.cache.k.shape) == (e.cfg.kv_planes, 3, 2, 20, 64)
+    e = Engine(tiny_config("nanbeige"), max_batch=3, max_len=20)          # continuous: 3 rows × 2 blocks + the trash
+    assert tuple(e.cache.k.shape) == (e.cfg.kv_planes, 7, 2, 16, 64) and tuple(e.cache.table.shape) == (3, 2)
 
 
 def test_cuda_graphs_by_default_and_the_opt_out():

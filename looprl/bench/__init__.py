@@ -59,6 +59,16 @@ def _rollout_commands(sub) -> list:
     r.add_argument("--device", default=None)
     r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
     rename_flag(r, "--dtype", "--precision")                          # train's name; the old one still works
+    r.add_argument("--lengths", help="static against continuous batching (looprl.bench.batching) at response lengths "
+                                     "lognormal:MEDIAN:CAP[:SIGMA] or fixed:N, instead of decode steps")
+    r.add_argument("--requests", type=int, default=64, help="with --lengths: requests in the generate call")
+    r.add_argument("--engine-batch", type=int, default=8, help="with --lengths: the static engine's rows")
+    r.add_argument("--continuous-batch", type=int, help="with --lengths: the continuous engine's rows (default: "
+                                                        "--engine-batch)")
+    r.add_argument("--block-size", type=int, default=16, help="with --lengths: positions per KV block")
+    r.add_argument("--kv-blocks", type=int, help="with --lengths: the continuous engine's KV blocks (default: the "
+                                                 "static engine's KV bytes)")
+    r.add_argument("--seed", type=int, default=0, help="with --lengths: the seed of lengths, prompts and weights")
     d = sub.add_parser("decode-profile"); d.add_argument("--preset", default="huginn-0125")
     d.add_argument("--batch-sizes", default="1,64")
     d.add_argument("--context", type=int, default=256)
@@ -155,6 +165,14 @@ def _rollout_result(a) -> tuple[str, object]:
                                     ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
                                     a.prompt_tokens, a.new_tokens, PRECISIONS[a.precision or "fp32"], a.repeats)
         return ("rollout-engines-cpu" if a.engine == "both" else f"rollout-{a.engine}-cpu"), res
+    if a.cmd == "rollout" and a.lengths:
+        from looprl.bench.batching import bench_batching
+        dev = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        src = a.preset or a.model
+        res = bench_batching(src, a.lengths, a.requests, a.engine_batch, a.continuous_batch, a.prompt_tokens, dev,
+                             PRECISIONS[a.precision or ("fp16" if dev.type == "cuda" else "fp32")], a.block_size,
+                             a.kv_blocks, a.repeats, a.seed, a.cuda_graphs)
+        return f"rollout-batching-{Path(str(src or 'tiny-huginn')).name}-{dev.type}", res
     if a.cmd == "rollout":
         dev = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
         src = a.preset or a.model or "huginn-0125"
@@ -251,7 +269,8 @@ def numbers(flag: str, text, kind=int, low=1) -> list:
 
 # %% ../../nbs/06a_bench.ipynb #0u7e5006
 POSITIVE = ("batch", "steps", "repeats", "pairs", "updates", "context", "prompt_tokens", "new_tokens", "n_embd",
-            "positions", "recompute_every", "eval_limit", "max_runs", "bytes")
+            "positions", "recompute_every", "eval_limit", "max_runs", "bytes", "requests", "engine_batch",
+            "continuous_batch", "block_size", "kv_blocks")
 
 def check_bench_inputs(a):
     """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, precision or
@@ -265,6 +284,11 @@ def check_bench_inputs(a):
         if (v := getattr(a, k, None)) is not None: numbers(flag(k), v, kind, low)
     if getattr(a, "exit_thresholds", None) and max(numbers("--exit-thresholds", a.exit_thresholds, float, 1e-9)) > 1:
         raise UsageError(f"--exit-thresholds: each in (0, 1], got {a.exit_thresholds!r}")
+    if (v := getattr(a, "seed", None)) is not None and v < 0: raise UsageError(f"--seed: must be ≥ 0, got {v}")
+    if getattr(a, "lengths", None):
+        from looprl.bench.batching import parse_lengths
+        if a.engine: raise UsageError("--lengths: compares the native engine's batching modes; drop --engine")
+        parse_lengths(a.lengths)
     if a.cmd == "learning" and (bad := [x for x in a.algorithms.split(",") if x not in ALGORITHMS]):
         raise UsageError(f"--algorithms: {bad[0]!r} is not one of {', '.join(ALGORITHMS)}")
     if (v := getattr(a, "precision", None)) is not None and v not in PRECISIONS:
