@@ -7,7 +7,7 @@ import json, subprocess, sys
 from pathlib import Path
 import pytest
 from looprl.tasks.chat import ChatTemplate, load_chat_template, shipped_template, TEMPLATES
-from looprl.tasks.data import build_char_tokenizer
+from looprl.tasks.data import build_char_tokenizer, TINY_ALPHABET
 from looprl.tasks.prompting import (Prompter, ThinkingSection, grade, prompt_contract, stop_token_ids,
                                     UNCLOSED_THINKING_REWARD)
 from looprl.tasks.rewards import math_reward
@@ -85,30 +85,41 @@ LOOSE = "{% for m in messages %}\n  {{ m['role'] }}: {{ m['content'] }}\n{% endf
 def checkpoint(tmp_path, name, template, specials, bos, eos):
     "A tokenizer directory: looprl's character tokenizer with the family's special tokens, and a tokenizer_config."
     d = tmp_path / name; d.mkdir()
-    tok = build_char_tokenizer(); tok.add_special_tokens(specials)
+    extra = "".join(sorted({ch for ch in template if ch not in TINY_ALPHABET}))      # Nanbeige's Chinese system turn
+    tok = build_char_tokenizer(TINY_ALPHABET + extra); tok.add_special_tokens(specials)
     tok.save(str(d / "tokenizer.json"))
     (d / "tokenizer_config.json").write_text(json.dumps(dict(chat_template=template, bos_token=bos, eos_token=eos,
                                                              tokenizer_class="PreTrainedTokenizerFast")))
     return d, tok
 
-@pytest.mark.parametrize("name", ["huginn-0125", "chatml-think", "loose"])
+# Nanbeige4.2-3B's released tokenizer_config.json is not shipped (7.5 kB of template); the test reads it from the
+# shared reference folder beside the repository where it is at hand
+NANBEIGE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "templates" / "nanbeige4.2-3b.tokenizer_config.json"
+CONVERSATIONS_THINK = CONVERSATIONS + [[{"role": "user", "content": "1+1?"},
+                                        {"role": "assistant", "content": "<think>\nadd\n</think>\n\n2"},
+                                        {"role": "user", "content": "2+2?"}]]
+
+@pytest.mark.parametrize("name", ["huginn-0125", "chatml-think", "nanbeige4.2-3b", "loose"])
 def test_prompt_ids_equal_transformers_apply_chat_template(tmp_path, name):
     transformers = pytest.importorskip("transformers", reason="transformers is not installed here: the equality with "
                                        "apply_chat_template runs in a side environment that has it")
-    source = LOOSE if name == "loose" else (TEMPLATES / f"{name}.jinja").read_text()
+    if name == "nanbeige4.2-3b":
+        if not NANBEIGE.is_file(): pytest.skip(f"Nanbeige4.2-3B's tokenizer_config.json is not at {NANBEIGE}")
+        source = json.loads(NANBEIGE.read_text())["chat_template"]
+    else: source = LOOSE if name == "loose" else (TEMPLATES / f"{name}.jinja").read_text()
     specials, bos, eos = (HUGINN_TOKENS, "<|begin_text|>", "<|end_text|>") if name == "huginn-0125" else \
-        (CHATML_TOKENS, "<|im_start|>", "<|im_end|>")
+        (CHATML_TOKENS + ["<think>", "</think>"], "<|im_start|>", "<|im_end|>")
     d, tok = checkpoint(tmp_path, name, source, specials, bos, eos)
     theirs = transformers.AutoTokenizer.from_pretrained(str(d))
     p, cfg = Prompter(load_chat_template(d)), load_config(default_family().embedded)
     import jinja2
     plain = jinja2.Environment()                                   # the twin: Jinja without transformers' settings
     differs = 0
-    for msgs in CONVERSATIONS:
+    for msgs in (CONVERSATIONS_THINK if name != "huginn-0125" else CONVERSATIONS):
         want = theirs.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
         want = want["input_ids"] if hasattr(want, "keys") else want
         assert p.encode(tok, cfg, {"messages": msgs, "label": "0"}) == list(want), msgs
         if name == "loose":
             text = plain.from_string(source).render(messages=msgs, add_generation_prompt=True)
             differs += tok.encode(text, add_special_tokens=False).ids != list(want)
-    if name == "loose": assert differs == len(CONVERSATIONS)        # trim_blocks/lstrip_blocks matter, and are seen
+    if name == "loose": assert differs == len(CONVERSATIONS_THINK)        # trim_blocks/lstrip_blocks matter, and are seen
