@@ -6,29 +6,24 @@ Docs: https://looprl.github.io/looprl/verify.html.md"""
 
 # %% ../nbs/05e_verify.ipynb #176d272a
 from __future__ import annotations
-import importlib.util, json, sys
+import json, sys
 from pathlib import Path
-import torch
 from .core.cli import UsageError, command_parser, refuse_bad_input, rename_flag, stdout_to_stderr
-from .model.config import at_depth, load_config, ConfigError
-from .model.models import LoopedLM, param_count
-from .model.hf import load_checkpoint, CheckpointError
-from .model.latents import check_trace
-from .core.precision import PRECISIONS, dtype_name
-from .rollout.engine import Engine, Request, Completion, PublicationError
-from .rollout.engines import ENGINES, engine_class
-from .training.trainer import SequenceBatch, response_logprobs
-from .rollout.records import Rollout
-from .rollout.exits import ExitRule, check_exit_rule, exit_contract, replay_exits
+# torch, the models, the engine and the trainer are imported where they are used: --help answers without them
 
 # %% auto #0
-__all__ = ['replay_logprobs', 'parity_bound', 'verify_checkpoint', 'parser', 'main']
+__all__ = ['replay_logprobs', 'parity_bound', 'engine_class', 'verify_checkpoint', 'parser', 'main']
 
 # %% ../nbs/05e_verify.ipynb #f1820b9a
-@torch.no_grad()
-def replay_logprobs(model: LoopedLM, completion: Completion, rule: ExitRule = ExitRule()) -> torch.Tensor:
+def replay_logprobs(model: LoopedLM, completion: Completion, rule: ExitRule | None = None) -> torch.Tensor:
     """The processed log-probs [n] of `completion`'s tokens under `model`: the trainer's replay of a one-row batch (with
-    its exits)."""
+    its exits; `rule`: the exit rule it was generated under, default full depth)."""
+    import torch
+    from looprl.model.latents import check_trace
+    from looprl.rollout.exits import ExitRule, replay_exits
+    from looprl.rollout.records import Rollout
+    from looprl.training.trainer import SequenceBatch, response_logprobs
+    rule = rule or ExitRule()
     cfg, p, c = model.cfg, next(model.parameters()), completion
     check_trace(c.trace, family=cfg.family, depth=cfg.depth, adaptive=rule.adaptive)
     one = Rollout([c.prompt_ids], [c.tokens], [c.logprobs], [c.trace.seed], [0.0], c.temperature or 1.0,
@@ -37,13 +32,20 @@ def replay_logprobs(model: LoopedLM, completion: Completion, rule: ExitRule = Ex
     b = SequenceBatch.from_rollout([c.prompt_ids], [c.tokens], [c.trace.seed], temperature=c.temperature,
                                    device=p.device,
                                    exits=replay_exits(one, cfg.depth, p.device))
-    return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
+    with torch.no_grad(): return response_logprobs(model, b, b.temperature)[0, :len(completion.tokens)]
 
 # %% ../nbs/05e_verify.ipynb #80d615a1
 def parity_bound(dtype: torch.dtype, device: str) -> float:
     "The largest acceptable max |Δ log-prob| between engine and replay."
+    import torch
     if dtype != torch.float32: return 0.03
     return 3e-6 if torch.device(device).type == "cpu" else 1.5e-5
+
+# %% ../nbs/05e_verify.ipynb #vrfeng01
+def engine_class(engine: str, device: str = "cpu"):
+    "The rollout engine class called `engine` for `device` (`looprl.rollout.engines.engine_class`, imported when asked)."
+    from looprl.rollout.engines import engine_class as named
+    return named(engine, device)
 
 # %% ../nbs/05e_verify.ipynb #e824e9ae
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
@@ -51,6 +53,14 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                       exit_mode: str = "threshold", depth: int | None = None) -> dict:
     """Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the
     parity; `depth`: both run the checkpoint at that loop count (None: its config's)."""
+    import torch
+    from looprl.core.precision import PRECISIONS, dtype_name
+    from looprl.model.config import at_depth, load_config
+    from looprl.model.hf import load_checkpoint
+    from looprl.model.models import param_count
+    from looprl.rollout.engine import PublicationError, Request
+    from looprl.rollout.engines import ENGINES
+    from looprl.rollout.exits import check_exit_rule, exit_contract
     path = Path(model_dir)
     if not path.is_dir(): raise UsageError(f"{model_dir}: no such directory")
     if dtype not in PRECISIONS: raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {dtype!r}")
@@ -142,6 +152,9 @@ def parser():
 def main(argv=None):
     "Entry point of `python -m looprl.verify MODEL_DIR`: the parity report as JSON; exit status 1 above the bound."
     ns = parser().parse_args(argv)
+    from looprl.model.config import ConfigError
+    from looprl.model.hf import CheckpointError
+    from looprl.rollout.engine import PublicationError
     with refuse_bad_input("verify", errors=(UsageError, ConfigError, CheckpointError, PublicationError)), \
             stdout_to_stderr():
         report = verify_checkpoint(ns.model_dir, ns.precision, ns.device, ns.samples, ns.max_response_tokens, ns.seed,
