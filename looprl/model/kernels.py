@@ -130,9 +130,9 @@ if triton is not None:
 if triton is not None:
     @triton.jit
     def _rope_cache_kernel(q_ptr, k_ptr, v_ptr, qb_ptr, kb_ptr, cos_ptr, sin_ptr, pos_ptr, out_ptr, kc_ptr, vc_ptr,
-                           sq_b, sq_h, sk_b, sk_h, sv_b, sv_h, sc_b, sc_h, sc_t, H, KVH,
+                           tab_ptr, sq_b, sq_h, sk_b, sk_h, sv_b, sv_h, sc_b, sc_h, sc_t, st_b, H, KVH,
                            D: tl.constexpr, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_D: tl.constexpr,
-                           INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr):
+                           INTERLEAVED: tl.constexpr, HAS_BIAS: tl.constexpr, PAGED: tl.constexpr, BS: tl.constexpr):
         b, h = tl.program_id(0).to(tl.int64), tl.program_id(1)
         i = tl.arange(0, BLOCK_HALF)
         mi = i < HALF
@@ -142,7 +142,9 @@ if triton is not None:
         s = tl.load(sin_ptr + b * HALF + i, mask=mi, other=0.0)
         _rotate_head(q_ptr + b * sq_b + h * sq_h, qb_ptr + h * D, out_ptr + (b * H + h) * D, i0, i1, mi, c, s, HAS_BIAS)
         if h < KVH:
-            cache_at = b * sc_b + h * sc_h + tl.load(pos_ptr + b) * sc_t
+            p = tl.load(pos_ptr + b)
+            if PAGED: cache_at = tl.load(tab_ptr + b * st_b + p // BS) * sc_b + h * sc_h + (p % BS) * sc_t
+            else: cache_at = b * sc_b + h * sc_h + p * sc_t
             _rotate_head(k_ptr + b * sk_b + h * sk_h, kb_ptr + h * D, kc_ptr + cache_at, i0, i1, mi, c, s, HAS_BIAS)
             d = tl.arange(0, BLOCK_D)
             md = d < D
@@ -150,10 +152,12 @@ if triton is not None:
             tl.store(vc_ptr + cache_at + d, v.to(vc_ptr.dtype.element_ty), mask=md)
 
 # %% ../../nbs/01e_kernels.ipynb #bca93057
-def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None):
+def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool, q_bias=None, k_bias=None,
+                     table=None):
     """Rotate q [B,1,H,D] and k [B,1,Hkv,D] (plus biases [H,D]/[Hkv,D]) by cos/sin [B,D/2] (FP32); write k and v
-    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D]. Returns the rotated q [B,H,D]
-    (contiguous)."""
+    [B,1,Hkv,D] at `pos` [B] of the plane `k_plane`/`v_plane` [B,Hkv,T,D], or, with a block `table` [B, cols], of
+    the block pool's plane [blocks,Hkv,bs,D] (row b's position p in block table[b, p // bs]). Returns the rotated q
+    [B,H,D] (contiguous)."""
     B, _, H, D = q.shape
     KVH = k.shape[2]
     for t in (q, k, v):
@@ -162,25 +166,30 @@ def rope_cache_write(q, k, v, cos, sin, pos, k_plane, v_plane, interleaved: bool
     has_bias = q_bias is not None
     qb = q_bias if has_bias else out
     kb = k_bias if has_bias else out
+    paged = table is not None
     launch(_rope_cache_kernel, (B, H), (q, k, v, qb, kb, cos, sin, pos, out, k_plane, v_plane,
-                                        q.stride(0), q.stride(2), k.stride(0), k.stride(2), v.stride(0), v.stride(2),
-                                        k_plane.stride(0), k_plane.stride(1), k_plane.stride(2), H, KVH),
+                                        table if paged else pos, q.stride(0), q.stride(2), k.stride(0), k.stride(2),
+                                        v.stride(0), v.stride(2), k_plane.stride(0), k_plane.stride(1),
+                                        k_plane.stride(2), table.stride(0) if paged else 0, H, KVH),
            dict(D=D, HALF=D // 2, BLOCK_HALF=_next_pow2(D // 2), BLOCK_D=_next_pow2(D),
-                INTERLEAVED=interleaved, HAS_BIAS=has_bias), 1)
+                INTERLEAVED=interleaved, HAS_BIAS=has_bias, PAGED=paged, BS=k_plane.shape[2] if paged else 1), 1)
     return out
 
 # %% ../../nbs/01e_kernels.ipynb #f41a7dab
 if triton is not None:
     @triton.jit
-    def _attention_tile_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, m_ptr, l_ptr, acc_ptr, sc_b, sc_h, sc_t, H, GROUP, scale,
-                               D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr):
+    def _attention_tile_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, tab_ptr, m_ptr, l_ptr, acc_ptr, sc_b, sc_h, sc_t, st_b,
+                               H, GROUP, scale, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_T: tl.constexpr,
+                               PAGED: tl.constexpr, BS: tl.constexpr):
         b, h, tile = tl.program_id(0).to(tl.int64), tl.program_id(1), tl.program_id(2)
         d = tl.arange(0, BLOCK_D)
         md = d < D
         q = tl.load(q_ptr + (b * H + h) * D + d, mask=md, other=0.0).to(tl.float32) * scale
         t = tile * BLOCK_T + tl.arange(0, BLOCK_T)
         mt = t <= tl.load(pos_ptr + b)
-        off = b * sc_b + (h // GROUP) * sc_h + t[:, None] * sc_t + d[None, :]
+        if PAGED: at = tl.load(tab_ptr + b * st_b + t // BS, mask=mt, other=0) * sc_b + (t % BS) * sc_t
+        else: at = b * sc_b + t * sc_t
+        off = at[:, None] + (h // GROUP) * sc_h + d[None, :]
         k = tl.load(kc_ptr + off, mask=mt[:, None] & md[None, :], other=0.0).to(tl.float32)
         v = tl.load(vc_ptr + off, mask=mt[:, None] & md[None, :], other=0.0).to(tl.float32)
         s = tl.where(mt, tl.sum(k * q[None, :], axis=1), float("-inf"))
@@ -212,18 +221,20 @@ DECODE_ATTENTION_TILE = dict(block_t=16, num_warps=1)  # keys per program and it
                                                         # (benchmarks/results/h200/attention-sweep.json)
 
 def decode_attention(q, k_plane, v_plane, pos, block_t: int | None = None,
-                     num_warps: int | None = None) -> torch.Tensor:
-    "Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D]; returns [B,1,H·D]."
+                     num_warps: int | None = None, table=None) -> torch.Tensor:
+    """Attention of q [B,H,D] over keys/values `0..pos[b]` of the plane [B,Hkv,T,D], or with a block `table` [B, cols]
+    of the block pool's plane [blocks,Hkv,bs,D] (T = cols·bs); returns [B,1,H·D]."""
     block_t, num_warps = block_t or DECODE_ATTENTION_TILE["block_t"], num_warps or DECODE_ATTENTION_TILE["num_warps"]
     B, H, D = q.shape
-    KVH, T = k_plane.shape[1], k_plane.shape[2]
+    paged = table is not None
+    KVH, T = k_plane.shape[1], k_plane.shape[2] * (table.shape[1] if paged else 1)
     tiles, BLOCK_D = _cdiv(T, block_t), _next_pow2(D)
     m = torch.empty(B, H, tiles, dtype=torch.float32, device=q.device)
     l, acc = torch.empty_like(m), torch.empty(B, H, tiles, D, dtype=torch.float32, device=q.device)
     launch(_attention_tile_kernel, (B, H, tiles),
-           (q, k_plane, v_plane, pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
-            k_plane.stride(2), H, H // KVH, D ** -0.5),
-           dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t), num_warps)
+           (q, k_plane, v_plane, pos, table if paged else pos, m, l, acc, k_plane.stride(0), k_plane.stride(1),
+            k_plane.stride(2), table.stride(0) if paged else 0, H, H // KVH, D ** -0.5),
+           dict(D=D, BLOCK_D=BLOCK_D, BLOCK_T=block_t, PAGED=paged, BS=k_plane.shape[2] if paged else 1), num_warps)
     out = torch.empty(B, 1, H * D, dtype=q.dtype, device=q.device)
     BLOCK_S = _next_pow2(tiles)
     launch(_attention_combine_kernel, (B * H,), (m, l, acc, out, tiles), dict(D=D, BLOCK_D=BLOCK_D, BLOCK_S=BLOCK_S),

@@ -43,7 +43,7 @@ class KVCache:
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_len = max_len
 
-    fused = True       # the fused decode kernels (looprl.model.kernels) read this layout: one [B,Hkv,L,D] plane each
+    table = None       # rows are contiguous planes [B,Hkv,L,D] (a block cache: its block table [B, blocks per row])
 
     def rows(self, n: int) -> "KVCache":
         "The first `n` rows, as a KVCache sharing this one's memory."
@@ -119,9 +119,10 @@ class Ctx:
 def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     "Bias, RoPE, cache write/read on `plane`, scaled dot-product attention. q,k,v: [B,S,H,D]; biases [H,D]."
     if ctx.fused:
-        kp, vp = ctx.cache.k[plane], ctx.cache.v[plane]
-        q = K.rope_cache_write(q, k, v, ctx.cos1, ctx.sin1, ctx.pos, kp, vp, rope is rope_interleaved, q_bias, k_bias)
-        return K.decode_attention(q, kp, vp, ctx.pos)
+        kp, vp, tab = ctx.cache.k[plane], ctx.cache.v[plane], ctx.cache.table     # tab: a block cache's table
+        q = K.rope_cache_write(q, k, v, ctx.cos1, ctx.sin1, ctx.pos, kp, vp, rope is rope_interleaved, q_bias, k_bias,
+                               table=tab)
+        return K.decode_attention(q, kp, vp, ctx.pos, table=tab)
     if q_bias is not None: q, k = q + q_bias, k + k_bias
     q, k = rope(q, ctx.cos, ctx.sin), rope(k, ctx.cos, ctx.sin)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
@@ -267,8 +268,7 @@ def _ctx(self: LoopedLM, input_ids, positions, cache):
     if n > self.cfg.max_positions:
         raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
     cos, sin = self.rope_angles(positions, n)
-    fused = (cache is not None and S == 1 and self.fused_decode and getattr(cache, "fused", True)
-             and K.fused_available(input_ids.device))
+    fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
     return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
 
 # %% ../../nbs/01d_models.ipynb #cf5587d8

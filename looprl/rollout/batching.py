@@ -37,7 +37,6 @@ def check_batching(batching: str, block_size: int, kv_blocks: int | None, max_le
 class BlockKV(KVCache):
     """Keys and values of every KV plane in `blocks` blocks of `block_size` positions, plus block 0, the trash block;
     engine row `r` reads and writes through `table[r]` (block ids by position // block_size; 0: unbound)."""
-    fused = False                    # the fused decode kernels read contiguous rows: block rows take the plain path
     def __init__(self, cfg: LoopedConfig, rows: int, max_len: int, block_size: int = 16, blocks: int | None = None,
                  dtype=torch.float32, device="cpu"):
         self.block_size, self.max_len, self.cols = block_size, max_len, -(-max_len // block_size)
