@@ -225,8 +225,8 @@ def test_plan_chooses_recompute_when_left_at_default(monkeypatch, capsys, tmp_pa
     assert json.loads((tmp_path / "run" / "run.json").read_text())["options"]["recompute"] is True
 
 def test_plan_lowers_the_engine_batch_when_left_at_default(monkeypatch, capsys, tmp_path):
-    """A device that holds the engine's KV cache only for half the update's completions: the run decodes them in two
-    batches and says so; its rollouts equal, byte for byte, those of a run decoding all at once (a run with another
+    """A device that holds the engine's KV cache only for half the update's completions: the run's engine gets half
+    the rows (it decodes 4 at a time) and says so; its rollouts equal, byte for byte, those of a run decoding all at once (a run with another
     seed, the twin, differs)."""
     from looprl.run.loop import RunOptions
     from looprl.rollout.engine import Engine
@@ -237,13 +237,13 @@ def test_plan_lowers_the_engine_batch_when_left_at_default(monkeypatch, capsys, 
     assert o.engine_rows == 8
     cap = plan.make_plan(o.replaced(engine_batch=4), capacity={"CPU": 1}, free=1 << 40).used("CPU") + 1024
     assert plan.make_plan(o, capacity={"CPU": cap}, free=1 << 40).used("CPU") > cap     # all 8 at once do not fit
-    batches, real = [], Engine._generate_batch
-    monkeypatch.setattr(Engine, "_generate_batch", lambda self, reqs: batches.append(len(reqs)) or real(self, reqs))
+    batches, real = [], Engine.generate               # the engine's rows at each update's generate call
+    monkeypatch.setattr(Engine, "generate", lambda self, reqs: batches.append(self.max_batch) or real(self, reqs))
     monkeypatch.setattr(plan, "device_capacity", lambda o: {"CPU": cap})
     code, lines = train(capsys, tmp_path / "halves", *given)
     assert code == 0 and lines[0].startswith("looprl.train: tiny-huginn on one cpu: --engine-batch 4 (plan"), lines
     assert json.loads((tmp_path / "halves" / "run.json").read_text())["options"]["engine_batch"] == 4
-    assert batches == [4, 4, 4, 4], batches
+    assert batches == [4, 4], batches
     monkeypatch.setattr(plan, "device_capacity", lambda o: {"CPU": 1 << 40})
     rollouts = lambda run: [f.read_bytes() for f in sorted((tmp_path / run / "rollouts").iterdir())]
     for run, seed in (("whole", "42"), ("twin", "43")):
