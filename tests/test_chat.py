@@ -6,6 +6,7 @@ V/bin/pip install --no-deps transformers; V/bin/python -m pytest tests/test_chat
 import json, subprocess, sys
 from pathlib import Path
 import pytest
+from tokenizers import Tokenizer
 from looprl.tasks.chat import ChatTemplate, load_chat_template, shipped_template, TEMPLATES
 from looprl.tasks.data import build_char_tokenizer, TINY_ALPHABET
 from looprl.tasks.prompting import (Prompter, ThinkingSection, grade, prompt_contract, stop_token_ids,
@@ -123,3 +124,24 @@ def test_prompt_ids_equal_transformers_apply_chat_template(tmp_path, name):
             text = plain.from_string(source).render(messages=msgs, add_generation_prompt=True)
             differs += tok.encode(text, add_special_tokens=False).ids != list(want)
     if name == "loose": assert differs == len(CONVERSATIONS_THINK)        # trim_blocks/lstrip_blocks matter, and are seen
+
+def test_a_run_with_huginns_template_renders_message_rows_and_exports_the_template(tmp_path):
+    "A tiny Huginn with Huginn-0125's tokenizer files: prompts rendered, every EOS id a stop id, the template exported."
+    model = tmp_path / "model"
+    p = subprocess.run([sys.executable, "-m", "looprl.make_tiny", "--family", "huginn_raven", str(model), "--chat",
+                        "huginn-0125"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    gen = json.loads((model / "generation_config.json").read_text())
+    rows = [{"messages": [{"role": "user", "content": f"{a}+{a}="}], "label": str(2 * a)} for a in range(10, 14)]
+    p, out, _ = train(tmp_path, rows, "--model", str(model), "--max-response-tokens", "6", "--n-samples-per-prompt", "2")
+    assert p.returncode == 0, p.stderr
+    contract = json.loads((out / "run.json").read_text())["contract"]
+    assert contract["prompt"]["stop_ids"] == [2, *gen["eos_token_id"]] and contract["prompt"]["thinking"] is None
+    rec = json.loads((out / "rollouts" / "update-000000.json").read_text())["completions"][0]
+    tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+    text = tok.decode(rec["prompt_ids"], skip_special_tokens=False)
+    assert text.startswith("<|begin_text|><|begin_header|>user<|end_header|>\n\n") and \
+        text.endswith("<|end_turn|><|begin_header|>Huginn<|end_header|>\n\n"), text
+    policy = out / "policies" / (out / "policies" / "latest").read_text().strip()
+    assert (policy / "tokenizer_config.json").read_bytes() == (model / "tokenizer_config.json").read_bytes()
+    assert (policy / "generation_config.json").is_file()

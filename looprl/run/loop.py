@@ -17,7 +17,7 @@ from ..model.latents import check_trace, TraceMismatch
 from ..rollout.exits import ExitRule
 from ..rollout.records import Request, Completion, Rollout
 from ..tasks.reward_specs import RewardError
-from ..tasks.prompting import grade, graded_text, thinking_metrics
+from ..tasks.prompting import CHAT_FILE_NAMES, grade, graded_text, thinking_metrics
 from .evaluation import EvalSpec, evaluate
 from ..core.atomic import atomic_write_text
 from ..core.state import (save_checkpoint, latest_checkpoint, load_loop_state, seed_everything, restore,
@@ -186,7 +186,7 @@ def save_progress(p: Prepared, pl: Placement, run_dir: Path, u: int, state: dict
             waited = writer.save(run_dir, u + 1, pl.trainer, dict(state), o.keep_checkpoints)
             line["time"]["checkpoint_wait_s"] = line["time"].get("checkpoint_wait_s", 0) + waited
     if u + 1 == o.updates or (o.export_every and (u + 1) % o.export_every == 0):
-        export_policy(pl, run_dir, u + 1)        # while the checkpoint is written (the disk plan counts both)
+        export_policy(pl, run_dir, u + 1, o.model_dir)    # while the checkpoint is written (the disk plan counts both)
 
 # %% ../../nbs/04k_loop.ipynb #03559f1d
 def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, u: int, version: int, seed_update: int,
@@ -230,10 +230,13 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     return line
 
 # %% ../../nbs/04k_loop.ipynb #91c7122c
-def export_policy(pl: Placement, run_dir: Path, update: int):
-    "Write the actor after `update` updates as a native checkpoint under policies/, and point policies/latest at it."
+def export_policy(pl: Placement, run_dir: Path, update: int, model_dir=None):
+    """Write the actor after `update` updates as a native checkpoint under policies/, with the run model's chat files
+    (template, generation config), and point policies/latest at it."""
     path = policy_path(run_dir, update)
     pl.trainer.export_policy(str(path))
+    for f in (Path(model_dir) / n for n in CHAT_FILE_NAMES if model_dir is not None):
+        if f.is_file(): shutil.copyfile(f, path / f.name)
     atomic_write_text(run_dir / POLICIES / LATEST, path.name)
 
 # %% ../../nbs/04k_loop.ipynb #ea625977

@@ -20,9 +20,9 @@ from .rewards import RewardResult
 from .reward_specs import score_completion
 
 # %% auto #0
-__all__ = ['UNCLOSED_THINKING_REWARD', 'UNCLOSED_THINKING', 'CHAT_FILES', 'PromptSettings', 'stop_token_ids', 'ThinkingSection',
-           'thinking_section', 'split_thinking', 'grade', 'thinking_metrics', 'graded_text', 'Prompter', 'encode_rows',
-           'prompt_contract', 'load_prompter', 'write_chat_files']
+__all__ = ['UNCLOSED_THINKING_REWARD', 'UNCLOSED_THINKING', 'CHAT_FILE_NAMES', 'CHAT_FILES', 'PromptSettings', 'stop_token_ids',
+           'ThinkingSection', 'thinking_section', 'split_thinking', 'grade', 'thinking_metrics', 'graded_text',
+           'Prompter', 'encode_rows', 'prompt_contract', 'load_prompter', 'write_chat_files']
 
 # %% ../../nbs/04a2_prompting.ipynb #17404ea1
 @dataclass
@@ -191,13 +191,15 @@ def load_prompter(model_dir, settings: PromptSettings) -> Prompter:
     return p
 
 # %% ../../nbs/04a2_prompting.ipynb #chatfil1
+CHAT_FILE_NAMES = ("tokenizer_config.json", "generation_config.json", "chat_template.jinja",
+                   "special_tokens_map.json")   # what a policy export copies from the run's model
 CHAT_FILES = {   # template → (special tokens, BOS, the EOS tokens: tokenizer's first, then the end of a turn)
     "huginn-0125": (("<|begin_text|>", "<|end_text|>", "<|begin_header|>", "<|end_header|>", "<|end_turn|>"),
                     "<|begin_text|>", ("<|end_text|>", "<|end_turn|>")),
     "chatml-think": (("<|im_start|>", "<|im_end|>", "<|endoftext|>"), "<|im_start|>", ("<|im_end|>", "<|endoftext|>"))}
 
 def write_chat_files(model_dir, name: str) -> dict:
-    "Give checkpoint `model_dir` the special tokens, tokenizer_config.json and generation_config.json of template `name`."
+    "Give checkpoint `model_dir` the special tokens, tokenizer_config.json and generation_config.json of `name`."
     if name not in CHAT_FILES: raise ChatTemplateError(f"--chat: {name!r} is not one of {', '.join(CHAT_FILES)}")
     d, (specials, bos, eos) = Path(model_dir), CHAT_FILES[name]
     vocab = json.loads((d / "config.json").read_text())["vocab_size"]
