@@ -226,11 +226,16 @@ def load_trainer_state(d: Path, restore: bool = True, processes: int = 1, tensor
 # %% ../../nbs/00g_state.ipynb #0308214c
 def latest_checkpoint(run: Path, check: bool = True) -> Path | None:
     """The newest complete checkpoint directory, or None. With `check`, the newest whose files are whole: the one
-    `latest` names, else the older ones in turn (`DamagedCheckpoint`, naming every damaged file, when none is)."""
+    `latest` names (without `latest`, the newest there is), else the older ones in turn (`DamagedCheckpoint`, naming
+    every damaged file, when none is)."""
     f = Path(run) / CHECKPOINTS / LATEST
-    if not f.exists(): return None
-    d = f.parent / f.read_text().strip()
-    if not (d / "loop.json").exists(): raise RunError(f"{f}: names {d.name}, which is incomplete")
+    if f.exists():
+        d = f.parent / f.read_text().strip()
+        if not (d / "loop.json").exists(): raise RunError(f"{f}: names {d.name}, which is incomplete")
+    else:                          # `latest` lost: removed by hand, or a crash between a save and its pointer
+        done = complete_checkpoints(f.parent) if f.parent.is_dir() else []
+        if not done: return None
+        d = done[-1]
     if not check: return d
     damage = []
     for c in [d] + [c for c in reversed(complete_checkpoints(f.parent)) if c.name < d.name]:
@@ -274,7 +279,8 @@ def load_rank_state(d: Path, rank: int, processes: int, tensor_parallel: int = 1
 # %% ../../nbs/00g_state.ipynb #5e162131
 def resume_checkpoint(run: Path) -> tuple[Path | None, str | None]:
     """The checkpoint a resume continues from (`latest_checkpoint`) and a one-line note when damaged newer checkpoints
-    were moved aside for it (as `damaged-<name>`, `latest` then naming it); (None, None) for a run with none yet."""
+    were moved aside for it (as `damaged-<name>`, `latest` then naming it) or `latest` was missing (then written);
+    (None, None) for a run with none yet."""
     ck, good = Path(run) / CHECKPOINTS, latest_checkpoint(run)
     if good is None: return None, None
     moved = []
@@ -283,9 +289,11 @@ def resume_checkpoint(run: Path) -> tuple[Path | None, str | None]:
             dst, n = ck / f"damaged-{c.name}", 1
             while dst.exists(): n += 1; dst = ck / f"damaged-{c.name}-{n}"
             os.replace(c, dst); moved.append(f"{c.name} ({why[0]}) moved aside to {dst.name}")
-    if (ck / LATEST).read_text().strip() != good.name: atomic_write_text(ck / LATEST, good.name)
-    if not moved: return good, None
-    return good, f"checkpoint {'; '.join(moved)}; resuming from {good.name}, the newest whole one"
+    named = (ck / LATEST).read_text().strip() if (ck / LATEST).exists() else None
+    if named != good.name: atomic_write_text(ck / LATEST, good.name)
+    said = ([f"checkpoint {'; '.join(moved)}"] if moved else []) + ([f"{ck / LATEST} was missing"] if named is None else [])
+    if not said: return good, None
+    return good, f"{'; '.join(said)}; resuming from {good.name}, the newest whole one"
 
 # %% ../../nbs/00g_state.ipynb #a50cd863
 METRICS, POLICIES = "metrics.jsonl", "policies"
