@@ -95,7 +95,8 @@ class Prepared:
 # %% ../../nbs/04g_prepare.ipynb #thinkof1
 def thinking_of(p: Prepared):
     "The thinking section the run's chat template opens (`tasks.prompting.ThinkingSection`), or None."
-    return p.prompter.thinking if p.prompter is not None else None
+    prompter = getattr(p, "prompter", None)          # None: a Prepared-like object of plain prompts
+    return prompter.thinking if prompter is not None else None
 
 # %% ../../nbs/04g_prepare.ipynb #2c0891cf
 def _fit(rows, ids, limit: int, path, what: str, notes: list):
