@@ -102,7 +102,7 @@ def bench_batching(src=None, lengths: str = "lognormal:24:224", requests: int = 
     if Path(src).is_dir(): weights = read_tensors(src)                        # a checkpoint's own weights
     else:                                                              # a preset: seeded random weights at its shapes
         m = init_weights(build_model(cfg, device=device, dtype=dtype), seed)
-        weights = export_tensors(m, device=device); del m
+        weights = export_tensors(m); del m                  # held on the CPU: the device keeps its memory for KV
     out = dict(source=src, family=cfg.family, lengths=lengths, requests=requests, prompt_tokens=prompt_tokens,
                response_tokens=dict(total=sum(n), median=statistics.median(n), max=max(n), mean=sum(n) / len(n)),
                seed=seed, dtype=str(dtype).removeprefix("torch."), device=str(device), max_len=max_len,

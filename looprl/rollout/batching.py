@@ -41,9 +41,11 @@ class BlockKV(KVCache):
                  dtype=torch.float32, device="cpu"):
         self.block_size, self.max_len, self.cols = block_size, max_len, -(-max_len // block_size)
         self.blocks = rows * self.cols if blocks is None else blocks
-        shape = (cfg.kv_planes, self.blocks + 1, cfg.n_kv_heads, block_size, cfg.head_dim)
-        self.k = torch.zeros(shape, dtype=dtype, device=device)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        shape = (cfg.kv_planes, self.blocks + 1, block_size, cfg.n_kv_heads, cfg.head_dim)
+        kb, vb = torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device)
+        self.k, self.v = kb.transpose(2, 3), vb.transpose(2, 3)       # by block: [planes, blocks, Hkv, bs, D]
+        self.kf, self.vf = kb.flatten(1, 2), vb.flatten(1, 2)         # by slot (block · bs + offset)
+        self.offsets = torch.arange(block_size, device=device)
         self.table = torch.zeros(rows, self.cols, dtype=torch.int64, device=device)
         self.block_nbytes = self.block_bytes(cfg, block_size, dtype)
         self.free, self.peak = deque(range(1, self.blocks + 1)), 0
@@ -69,13 +71,13 @@ def rows(self: BlockKV, n: int) -> BlockKV:
 @patch
 def write(self: BlockKV, plane: int, k, v, positions):
     "Store k, v [B,Hkv,S,D] at `positions` [B,S] through the table; return each row's keys and values [B,Hkv,L,D]."
-    bs = self.block_size
-    blk, off = self.table.gather(1, positions // bs), positions % bs
-    kp, vp = self.k[plane], self.v[plane]
-    kp[blk, :, off] = k.transpose(1, 2); vp[blk, :, off] = v.transpose(1, 2)
+    bs, kf, vf = self.block_size, self.kf[plane], self.vf[plane]
+    at = (self.table.gather(1, positions // bs) * bs + positions % bs).flatten()       # the slots written
+    kf[at] = k.transpose(1, 2).flatten(0, 1); vf[at] = v.transpose(1, 2).flatten(0, 1)
     n = -(-(int(positions.max()) + 1) // bs) if positions.device.type == "cpu" else self.cols
-    tab = self.table[:, :n]                             # [B, n] → [B, n, Hkv, bs, D] → [B, Hkv, n·bs, D]
-    return kp[tab].transpose(1, 2).flatten(2, 3), vp[tab].transpose(1, 2).flatten(2, 3)
+    slots = (self.table[:, :n, None] * bs + self.offsets).flatten()                   # B × n·bs, in position order
+    read = lambda f: f.index_select(0, slots).unflatten(0, (len(self.table), n * bs)).transpose(1, 2)
+    return read(kf), read(vf)                                                           # [B, Hkv, n·bs, D]
 
 # %% ../../nbs/02d1_batching.ipynb #bf1792b5
 @patch
