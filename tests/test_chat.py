@@ -145,3 +145,14 @@ def test_a_run_with_huginns_template_renders_message_rows_and_exports_the_templa
     policy = out / "policies" / (out / "policies" / "latest").read_text().strip()
     assert (policy / "tokenizer_config.json").read_bytes() == (model / "tokenizer_config.json").read_bytes()
     assert (policy / "generation_config.json").is_file()
+
+@pytest.mark.parametrize("flags, says", [
+    (["--chat-template", "no-such-template.jinja"], "--chat-template: no-such-template.jinja: no such file"),
+    (["--system-prompt", "be brief"], "--system-prompt: needs a chat template"),
+    (["--stop", "ab"], "--stop 'ab': encodes to 2 tokens"),
+    (["--stop", "5000"], "--stop 5000: not an id of the model's 1024"),
+])
+def test_bad_prompt_flags_are_refused_in_one_line(tmp_path, flags, says):
+    p, out, _ = train(tmp_path, [{"prompt": "1+1=", "label": "2"}], *flags)
+    assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not out.exists()
