@@ -12,7 +12,7 @@ import looprl
 from .core.cli import UsageError, command_parser, fail
 
 # %% auto #0
-__all__ = ['DESCRIPTION', 'FLAG_SOURCES', 'FLAG_TABLE', 'ACTIONS', 'TYPES', 'declared_parser', 'flag_sources_digest', 'flag_rows',
+__all__ = ['DESCRIPTION', 'FLAG_TABLE', 'ACTIONS', 'TYPES', 'declared_parser', 'flag_sources', 'flag_sources_digest', 'flag_rows',
            'write_flag_table', 'json_object', 'table_parser', 'parser', 'options_from_args', 'heldout_summary',
            'summary_table', 'missing_model', 'main']
 
@@ -31,15 +31,29 @@ def declared_parser():
     return ap
 
 # %% ../nbs/05a_train.ipynb #flgtab03
-FLAG_SOURCES = ("run/options.py", "training/settings.py", "training/objectives.py", "tasks/reward_specs.py",
-                "rollout/engines.py", "rollout/exits.py", "run/logs.py", "core/cli.py")
 FLAG_TABLE = Path(looprl.__file__).parent / "assets" / "train_flags.json"
 
-def flag_sources_digest() -> str:
-    """sha256 of the sources `declared_parser`'s flags come from: their declarations, comments, defaults and choices,
-    and `declared_parser`'s own cell of this module (not the rest, so that other edits here keep the table)."""
+def flag_sources() -> list[str]:
+    """The files (under looprl/) the flags come from: the modules declaring `RunOptions` and its nested settings,
+    every looprl module they import from, and the command parser's. Imports the declarations (and torch)."""
+    import ast, importlib.util, inspect
+    from looprl.run import options
+    root, files = Path(looprl.__file__).parent, {"core/cli.py"}
+    for module in {inspect.getmodule(c) for c in (options.RunOptions, *options.NESTED.values())}:
+        files.add(str(Path(module.__file__).relative_to(root)))
+        package = module.__name__.rpartition(".")[0]
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if not isinstance(node, ast.ImportFrom): continue
+            name = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            if name.partition(".")[0] == "looprl":
+                files.add(str(Path(importlib.util.find_spec(name).origin).relative_to(root)))
+    return sorted(files)
+
+def flag_sources_digest(files: list[str]) -> str:
+    """sha256 of the `files` (under looprl/) and of `declared_parser`'s own cell of this module (not the rest of it,
+    so that other edits here keep the table)."""
     h, root = hashlib.sha256(), Path(looprl.__file__).parent
-    for rel in FLAG_SOURCES: h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
+    for rel in files: h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
     own = (root / "train.py").read_text()
     return h.update(own[own.index("DESCRIPTION = "):].split("\n# %%")[0].encode()) or h.hexdigest()
 
@@ -56,8 +70,9 @@ def flag_rows(ap) -> list[dict]:
             for a in ap._actions if not isinstance(a, argparse._HelpAction)]
 
 def write_flag_table(path=FLAG_TABLE) -> Path:
-    "Make the table of the train flags from the declarations, with the digest of their sources."
-    doc = dict(sources=flag_sources_digest(), flags=flag_rows(declared_parser()))
+    "Make the table of the train flags from the declarations, with their sources and those sources' digest."
+    files = flag_sources()
+    doc = dict(source_files=files, sources=flag_sources_digest(files), flags=flag_rows(declared_parser()))
     Path(path).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return Path(path)
 
@@ -71,9 +86,9 @@ TYPES = {"int": int, "float": float, "json_object": json_object}
 
 def table_parser(path=FLAG_TABLE):
     "The command line built from the table (no torch), if it was made from today's sources; else None."
-    try: doc = json.loads(Path(path).read_text())
-    except (OSError, ValueError): return None
-    if doc.get("sources") != flag_sources_digest(): return None
+    try: doc = json.loads(Path(path).read_text()); fresh = doc["sources"] == flag_sources_digest(doc["source_files"])
+    except (OSError, ValueError, KeyError, TypeError): return None         # no table, or a source gone
+    if not fresh: return None
     ap = command_parser("train", DESCRIPTION)
     groups = {ap._optionals.title: ap}
     for r in doc["flags"]:
