@@ -156,3 +156,16 @@ def test_bad_prompt_flags_are_refused_in_one_line(tmp_path, flags, says):
     p, out, _ = train(tmp_path, [{"prompt": "1+1=", "label": "2"}], *flags)
     assert p.returncode == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not out.exists()
+
+NO_JINJA = "import sys; sys.modules['jinja2'] = None; from looprl.train import main; sys.exit(main(sys.argv[1:]))"
+
+def test_without_jinja2_a_template_is_refused_in_one_line_and_plain_prompts_still_run(tmp_path):
+    data = tmp_path / "rows.jsonl"; data.write_text(json.dumps({"prompt": "1+1=", "label": "2"}) + "\n")
+    common = ["--data", str(data), "--updates", "1", "--rollout-batch-size", "2", "--no-eval", "--no-progress"]
+    p = subprocess.run([sys.executable, "-c", NO_JINJA, "--output", str(tmp_path / "a"), *common, "--chat-template",
+                        THINK], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "chat templates need jinja2" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "a").exists()
+    p = subprocess.run([sys.executable, "-c", NO_JINJA, "--output", str(tmp_path / "b"), *common],
+                       capture_output=True, text=True, timeout=300)       # the tiny model has no template: no jinja2
+    assert p.returncode == 0 and (tmp_path / "b" / "summary.json").is_file(), p.stderr
