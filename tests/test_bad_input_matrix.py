@@ -272,7 +272,7 @@ CASES = [
     Case("eval-nothing-there", "eval", lambda w: [w.T / "nowhere"], "neither a checkpoint directory"),
     Case("eval-limit-zero", "eval", lambda w: [MODEL, "--eval-limit", "0"], "--eval-limit: must be ≥ 1, got 0"),
     Case("eval-temperature-negative", "eval", lambda w: [MODEL, "--temperature", "-1"], "--temperature: must be a finite number > 0"),
-    Case("eval-data-bad-row", "eval", lambda w: [MODEL, "--data", w.file("q.jsonl", ROW + '{"prompt": 3}\n')],
+    Case("eval-data-bad-row", "eval", lambda w: [MODEL, "--eval-data", w.file("q.jsonl", ROW + '{"prompt": 3}\n')],
          "{T}/q.jsonl:2: field 'prompt' must be a string"),
     Case("eval-run-json-damaged", "eval", lambda w: [w.run(write("run.json", "{x"))], "{T}/run/run.json: not a readable run file",
          output=run_dir),
