@@ -169,3 +169,17 @@ def test_without_jinja2_a_template_is_refused_in_one_line_and_plain_prompts_stil
     p = subprocess.run([sys.executable, "-c", NO_JINJA, "--output", str(tmp_path / "b"), *common],
                        capture_output=True, text=True, timeout=300)       # the tiny model has no template: no jinja2
     assert p.returncode == 0 and (tmp_path / "b" / "summary.json").is_file(), p.stderr
+
+def test_a_run_whose_template_opens_a_thinking_section_reports_its_lengths(tmp_path):
+    "A random tiny model never closes `<think>`: every completion earns the unclosed-section penalty, and is counted."
+    model = tmp_path / "model"
+    p = subprocess.run([sys.executable, "-m", "looprl.make_tiny", "--family", "ouro", str(model), "--chat",
+                        "chatml-think"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    p, out, _ = train(tmp_path, [{"prompt": f"{a}+1=", "label": str(a + 1)} for a in range(4)], "--model", str(model),
+                      "--max-response-tokens", "6", "--n-samples-per-prompt", "2", "--system-prompt", "add")
+    assert p.returncode == 0, p.stderr
+    line = next(json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if '"kind": "update"' in l)
+    assert line["reward_statuses"] == {"unclosed_thinking": 4} and line["unclosed_thinking"] == 4
+    assert line["mean_answer_chars"] == 0 and line["mean_thinking_chars"] > 0
+    assert json.loads((out / "run.json").read_text())["contract"]["prompt"]["system_prompt"] == "add"
