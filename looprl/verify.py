@@ -43,7 +43,7 @@ def parity_bound(dtype: torch.dtype, device: str) -> float:
 
 # %% ../nbs/05e_verify.ipynb #vrfeng01
 def engine_class(engine: str, device: str = "cpu"):
-    "The rollout engine class called `engine` for `device` (`looprl.rollout.engines.engine_class`, imported when asked)."
+    "The rollout engine class `engine` for `device` (`looprl.rollout.engines.engine_class`, imported when asked)."
     from looprl.rollout.engines import engine_class as named
     return named(engine, device)
 
@@ -90,7 +90,8 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
     lens = torch.randint(2, 13, (samples,), generator=g).tolist()
     max_len = min(cfg.max_positions, max(lens) + max_new_tokens)
     if max(lens) + max_new_tokens > cfg.max_positions:
-        raise UsageError(f"--max-response-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} positions")
+        raise UsageError(f"--max-response-tokens {max_new_tokens} does not fit the model's {cfg.max_positions} "
+                         "positions")
     reqs = [Request(allowed[torch.randint(len(allowed), (n,), generator=g)].tolist(),
                     seed=(seed * 1_000_003 + i) % 2**63,
                     max_new_tokens=max_new_tokens, temperature=temperature, stop_ids=stop,
