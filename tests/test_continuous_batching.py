@@ -182,3 +182,36 @@ def test_gpu_continuous_batching_with_graphs(ckpts, family):
     assert same(e.generate(reqs), got)
     other = Engine.from_checkpoint(ckpts[family], max_batch=3, block_size=16, **kw).generate(reqs[::-1])[::-1]
     assert [c.tokens for c in other] == [c.tokens for c in ref]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--lengths", "lognormal:200"], "--lengths: lognormal:MEDIAN:CAP[:SIGMA] or fixed:N, got 'lognormal:200'"),
+    (["--lengths", "lognormal:20:400"], "--lengths: the cap 400 + --prompt-tokens 16 is beyond the model's 256"),
+    (["--lengths", "fixed:4", "--requests", "0"], "--requests: must be ≥ 1, got 0"),
+    (["--lengths", "fixed:4", "--kv-blocks", "1"], "--kv-blocks: at least 2 (one row of 20 positions"),
+    (["--lengths", "fixed:4", "--seed", "-3"], "--seed: must be ≥ 0, got -3"),
+    (["--lengths", "fixed:4", "--engine", "native"], "--lengths: compares the native engine's batching modes"),
+])
+def test_bench_rollout_lengths_bad_input(args, needle, tmp_path, capsys):
+    "Bad arguments of `bench rollout --lengths`: one line naming the flag, exit 2, no file written."
+    from looprl.bench import main
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as ei: main(["rollout", *args, "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ei.value.code == 2 and len(err) == 1 and needle in err[0], err
+    assert not out.exists()
+
+
+def test_bench_rollout_lengths_cpu(tmp_path, capsys):
+    "The benchmark's JSON: both modes on the same requests, equal bit for bit, continuous keeping every row-step."
+    import json
+    from looprl.bench import main
+    out = tmp_path / "r.json"
+    main(["rollout", "--lengths", "lognormal:4:12", "--requests", "10", "--engine-batch", "3", "--prompt-tokens", "4",
+          "--repeats", "1", "--out", str(out)])
+    doc = json.loads(out.read_text())
+    r = doc["result"]
+    assert doc["command"].startswith("python -m looprl.bench rollout --lengths lognormal:4:12")
+    assert {"commit", "torch"} <= set(doc["environment"]) and r["bitwise_equal"] and r["same_tokens"]
+    s, c = r["modes"]["static"], r["modes"]["continuous"]
+    assert s["tokens"] == c["tokens"] == r["response_tokens"]["total"] and c["kept_share"] == 1.0 > s["kept_share"]
