@@ -8,12 +8,9 @@ Docs: https://looprl.github.io/looprl/compare.html.md"""
 from __future__ import annotations
 import json, sys, tempfile
 from pathlib import Path
-import torch
 from .core.cli import UsageError, command_parser, refuse_bad_input
-from .core.state import (RunError, contract_differences, latest_checkpoint, read_contract, read_metrics,
-                               rank_file, MEGATRON_STATE)
-from .core.bitwise import differences
-from .training.settings import CRITIC_FREE
+# torch and the state readers (looprl.core.state, .bitwise, .training.settings) are imported where they are used:
+# --help and a mistyped flag answer without them
 
 
 # %% auto #0
@@ -28,6 +25,7 @@ class CompareError(UsageError):
 
 def _read(f: Path, how):
     "how(f), any failure turned into one CompareError line naming the file."
+    from looprl.core.state import RunError
     try: return how(f)
     except RunError as e: raise CompareError(str(e)) from None
     except FileNotFoundError: raise CompareError(f"{f}: missing") from None
@@ -67,11 +65,14 @@ def read_megatron_state(d: Path) -> dict:
 
 # %% ../nbs/05g_compare.ipynb #cba389bb
 def _json(f: Path): return json.loads(f.read_text())
-def _torch(f: Path): return torch.load(f, weights_only=True, map_location="cpu")
+def _torch(f: Path):
+    import torch
+    return torch.load(f, weights_only=True, map_location="cpu")
 
 def _rank_files(ck: Path) -> dict:
     """Every trainer rank's own file in checkpoint `ck` (`trainer-rank<r>.pt`, written by a run with several trainer
     processes), by rank."""
+    from looprl.core.state import rank_file
     ranks = sorted(int(f.stem[len("trainer-rank"):])
                    for f in ck.glob("trainer-rank*.pt") if f.stem[len("trainer-rank"):].isdigit())
     return {r: _read(ck / rank_file(r), _torch) for r in ranks}
@@ -79,6 +80,7 @@ def _rank_files(ck: Path) -> dict:
 def load_run(run) -> dict:
     """What `compare` reads from run directory `run`: the contract, the newest complete checkpoint (with every trainer
     rank's file), every rollout record, the metrics lines."""
+    from looprl.core.state import MEGATRON_STATE, latest_checkpoint, read_contract, read_metrics
     run = Path(run)
     if not run.is_dir(): raise CompareError(f"{run}: not a run directory")
     contract = _read(run / "run.json", lambda f: read_contract(run))
@@ -128,6 +130,7 @@ def each(prefix: str, obj) -> dict:
 # %% ../nbs/05g_compare.ipynb #2e7969e4
 def _learners(r: dict) -> tuple:
     "The learners a run has by its contract: the actor, and the critic unless the algorithm is critic-free."
+    from looprl.training.settings import CRITIC_FREE
     return ("actor",) if dig(r["contract"], "algorithm") in CRITIC_FREE else ("actor", "critic")
 
 def _fp16(r: dict) -> bool: return dig(r["contract"], "settings", "precision") != "fp32"
@@ -142,6 +145,7 @@ def _ranks(r: dict) -> dict:
 
 def _in_ranks(r: dict, label: str, *keys, split: bool = False) -> dict:
     "Entries of one part of every trainer rank's file, as 'trainer-rank1.pt <label>' (one per tensor with `split`)."
+    from looprl.core.state import rank_file
     out = {}
     for rank, st in _ranks(r).items():
         v, name = st if st is ABSENT else dig(st, *keys), f"{rank_file(rank)} {label}"
@@ -255,6 +259,7 @@ def _unless(test, reason: str):
 
 def _NO_CRITIC(c):
     "No critic, values or returns: n/a for a critic-free algorithm (named)."
+    from looprl.training.settings import CRITIC_FREE
     return f"algorithm {dig(c, 'algorithm')}" if dig(c, "algorithm") in CRITIC_FREE else None
 
 FIELD_SPECS = {
@@ -296,6 +301,7 @@ def _missing_message(la: list, lb: list) -> str:
 # %% ../nbs/05g_compare.ipynb #57650b71
 def compare_field(field: str, ra: dict, rb: dict) -> dict:
     "The report's row for `field` of two runs loaded with `load_run`."
+    from looprl.core.bitwise import differences
     entries, rule = FIELD_SPECS[field]
     ea, eb = entries(ra), entries(rb)
     why_a, why_b = (rule(ra["contract"]), rule(rb["contract"])) if rule else (None, None)
@@ -322,6 +328,7 @@ def _setting(v) -> str: return v if isinstance(v, str) else "absent" if v is ABS
 
 def setting_differences(a: dict, b: dict) -> list[str]:
     "The run-contract fields in which two runs differ, as 'seed 42 vs 43' (dotted names, from `contract_differences`)."
+    from looprl.core.state import contract_differences
     names = [d.split(": run has ", 1)[0] for d in contract_differences(a, b)]
     return [f"{n} {_setting(dig(a, *n.split('.')))} vs {_setting(dig(b, *n.split('.')))}" for n in names]
 
