@@ -2,10 +2,10 @@
 96, MLP 17920, vocabulary 65536), FP16, on one GPU: each product at the decode batches (M = 1, 8, 32, 64 rows) and
 the training batch (16 × 176 = 2816 rows) against F.linear (cuBLAS), with a few candidate tiles; attention: one query
 per row over 256 keys against the fused decode kernel (`today_equal`: whether that kernel equals SDPA's last query),
-and 16 sequences of 176 against SDPA; RMSNorm against the module. Per case: µs (median of 5 timings of 20 launches, CUDA
-events), and whether row i / the last query is the same bits computed alone as in the large call (`invariant`, and
-`torch_invariant` / `sdpa_invariant` for today's path); a product's `tile{j}_us` is its time with the file's `tiles[j]`
-(tiles[0]: MATMUL_TILE).
+and 16 sequences of 176 against SDPA; RMSNorm against the module; torch's log_softmax over the vocabulary, FP32 (is it
+per-row invariant as it is?). Per case: µs (median of 5 timings of 20 launches, CUDA events), and whether row i / the
+last query is the same bits computed alone as in the large call (`invariant`, and `torch_invariant` / `sdpa_invariant`
+for today's path); a product's `tile{j}_us` is its time with the file's `tiles[j]` (tiles[0]: MATMUL_TILE).
 Writes OUT_DIR/invariant-huginn-0125.json. usage: python3 benchmarks/gpu/invariant_bench.py OUT_DIR"""
 import json, os, shlex, statistics, sys, torch
 import torch.nn.functional as F
@@ -74,9 +74,16 @@ for M in (*DECODE, TRAIN):
             us=us(lambda: I.rmsnorm(a, norm.weight, norm.eps)), torch_invariant=torch.equal(norm(a), norm(x)[:M]),
             invariant=torch.equal(I.rmsnorm(a, norm.weight, norm.eps), I.rmsnorm(x, norm.weight, norm.eps)[:M]))
 
+logits = torch.randn(TRAIN, V, generator=g, device=dev) * 4     # FP32 logits: is today's log_softmax per-row invariant?
+full = torch.log_softmax(logits, -1)
+for M in (*DECODE, TRAIN):
+    a = logits[:M].contiguous()
+    row(kind="log_softmax", M=M, torch_us=us(lambda: torch.log_softmax(a, -1)),
+        torch_invariant=torch.equal(torch.log_softmax(a, -1), full[:M]))              # no kernel of ours: recorded
+
 out = f"{sys.argv[1]}/invariant-huginn-0125.json"
 json.dump(dict(command="python3 " + shlex.join(sys.argv), script=os.environ.get("LOOPRL_SCRIPT"),
                environment=environment(), tiles=TILES, rows=rows), open(out, "w"), indent=1)
-bad = [r for r in rows if not r["invariant"]]
+bad = [r for r in rows if not r.get("invariant", True)]    # log_softmax rows: torch's, recorded only
 print(f"{len(rows)} rows, {len(bad)} not invariant; written to {out}", flush=True)
 sys.exit(1 if bad else 0)
