@@ -301,14 +301,12 @@ def test_old_names_import_the_same_module_with_a_deprecation_warning(tmp_path):
 # Chapters other people are writing now, which may not store an output yet. This list is to shrink to nothing.
 EXEMPT_FROM_OUTPUTS = {
     "01e1_invariant.ipynb": "new chapter (the invariant model), being written",
-    "02d1_batching.ipynb": "new chapter (rollout batching), being written",
     "02e_exits.ipynb": "exits chapter, being reworked by its owner",
     "02f_engines.ipynb": "engines chapter, being reworked by its owner",
     "02g_vllm.ipynb": "vLLM engine chapter, being reworked by its owner",
     "02h_vllm_plugin.ipynb": "vLLM plugin chapter, being reworked by its owner",
     "04c_answers.ipynb": "answers chapter, being reworked by its owner",
     "04e_reward_specs.ipynb": "reward specs chapter, being reworked by its owner",
-    "06l_bench_batching.ipynb": "new chapter (batching benchmark), being written",
 }
 
 def has_code(nb: dict) -> bool:
