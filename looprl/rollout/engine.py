@@ -22,8 +22,7 @@ from .records import Request, Completion, check_requests
 from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 from .exits import exit_run
-from .batching import (BlockKV, Scheduler, adaptive_exits, check_batching, make_completion,
-                                     prompt_batch)
+from .batching import BlockKV, Scheduler, adaptive_exits, check_batching, make_completion, prompt_batch
 
 # %% auto #0
 __all__ = ['GRAPH_CAPTURES', 'graphs_by_default', 'Engine', 'CaptureGuard', 'DecodeGraph']
