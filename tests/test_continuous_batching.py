@@ -173,14 +173,15 @@ def test_gpu_continuous_batching_with_graphs(ckpts, family):
     reqs = requests()
     kw = dict(device="cuda", max_len=80)
     ref = Engine.from_checkpoint(ckpts[family], max_batch=4, batching="static", **kw).generate(reqs)
-    e = Engine.from_checkpoint(ckpts[family], max_batch=4, block_size=8, **kw)
+    e = Engine.from_checkpoint(ckpts[family], max_batch=4, block_size=8, batching="continuous", **kw)
     got = e.generate(reqs)
     assert e.cuda_graphs and e.stats["replays"] > 0 and e.stats["capture_failures"] == 0, e.stats
     assert [c.tokens for c in got] == [c.tokens for c in ref]
     assert max(abs(a - b) for x, y in zip(got, ref) for a, b in zip(x.logprobs, y.logprobs)) < 1e-4
     e.cuda_graphs = False
     assert same(e.generate(reqs), got)
-    other = Engine.from_checkpoint(ckpts[family], max_batch=3, block_size=16, **kw).generate(reqs[::-1])[::-1]
+    other = Engine.from_checkpoint(ckpts[family], max_batch=3, block_size=16, batching="continuous",
+                                   **kw).generate(reqs[::-1])[::-1]
     assert [c.tokens for c in other] == [c.tokens for c in ref]
 
 

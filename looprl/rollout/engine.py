@@ -44,7 +44,7 @@ class Engine:
     def __init__(self, cfg: LoopedConfig, device="cpu", dtype=torch.float32, max_batch: int = 64,
                  max_len: int | None = None, cuda_graphs: bool | None = None, model_revision: str | None = None,
                  engine_revision: str | None = None,
-                 graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), batching: str = "continuous",
+                 graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), batching: str | None = None,
                  block_size: int = 16, kv_blocks: int | None = None):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
         if cuda_graphs and self.device.type != "cuda":
@@ -53,6 +53,8 @@ class Engine:
         if not 1 <= self.max_len <= cfg.max_positions:
             raise ValueError(f"max_len {self.max_len} must be in [1, {cfg.max_positions}] (the model's positions)")
         if max_batch < 1: raise ValueError(f"max_batch must be ≥ 1, got {max_batch}")
+        # default: continuous on the CPU; static on a GPU until the paged kernels and graphs have been measured there
+        batching = batching or ("static" if self.device.type == "cuda" else "continuous")
         check_batching(batching, block_size, kv_blocks, self.max_len)
         self.batching, blocks = batching, kv_blocks or max_batch * -(-self.max_len // block_size)
         # the engine draws nothing from global RNGs
@@ -279,9 +281,9 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
 # %% ../../nbs/02d_engine.ipynb #e1a20007
 @patch
 def generate(self: Engine, requests: Sequence[Request]) -> list[Completion]:
-    """Completions for `requests`, in order, under the committed publication: by continuous batching (the default,
-    `looprl.rollout.batching`), or in static batches of up to `max_batch` (`batching="static"`, and any call with
-    adaptive exits)."""
+    """Completions for `requests`, in order, under the committed publication: by continuous batching (the CPU's default,
+    `looprl.rollout.batching`), or in static batches of up to `max_batch` (`batching="static"`, a GPU's default, and
+    any call with adaptive exits)."""
     self._check_ready()
     requests = list(requests)
     check_requests(requests, self.cfg, self.max_len)
