@@ -1,5 +1,4 @@
-"""`python -m looprl.bench rollout --lengths lognormal:MEDIAN:CAP`: completion tokens per second, the share of
-row-steps that produce a kept token, and peak KV memory, at long-tailed response lengths.
+"""Static against continuous batching at long-tailed lengths: tokens/s, kept row-steps, peak KV memory.
 
 Docs: https://looprl.github.io/looprl/bench_batching.html.md"""
 
