@@ -1,28 +1,40 @@
 """The batch-invariant kernels (looprl.model.invariant): every row and every query computed the same way for any number
 of rows or queries, and a tiny Huginn's whole-sequence forward equal to its decode, bit for bit.
 
-On a GPU the kernels run there; without one they run in Triton's CPU interpreter, which must be chosen before the
-module is imported (TRITON_INTERPRET=1, set here when CUDA is absent). Without Triton every test skips. Each equality
-has a twin: the same check over an M-dependent (or decode-only) choice of the reduction's order, seen to fail."""
+On a GPU the kernels run there; without one they run in Triton's CPU interpreter, which must be chosen before Triton is
+first imported (TRITON_INTERPRET=1, set here around that import and each test when CUDA is absent). Without Triton every
+test skips. Each equality has a twin: the same check over an M-dependent (or decode-only) choice of the reduction's
+order, seen to fail."""
 import os, sys
 import pytest
 import torch
 import torch.nn.functional as F
 
 CUDA = torch.cuda.is_available()
-if not CUDA and "looprl.model.invariant" not in sys.modules: os.environ.setdefault("TRITON_INTERPRET", "1")
-pytest.importorskip("triton", reason="Triton is not installed: the batch-invariant kernels cannot run")
-from looprl.model import invariant as I
+_old = os.environ.get("TRITON_INTERPRET")
+if not CUDA and "triton" not in sys.modules: os.environ["TRITON_INTERPRET"] = "1"   # before Triton is first imported
+try:
+    pytest.importorskip("triton", reason="Triton is not installed: the batch-invariant kernels cannot run")
+    from looprl.model import invariant as I
+finally:                        # set only around the import and (below) each test: other tests' commands run as usual
+    if _old is None: os.environ.pop("TRITON_INTERPRET", None)
+    else: os.environ["TRITON_INTERPRET"] = _old
 
 DEV = "cuda" if CUDA else "cpu"
-pytestmark = pytest.mark.skipif(not I.available(DEV), reason="no GPU, and looprl.model.invariant was imported before "
-                                                             "TRITON_INTERPRET=1 could be set")
+pytestmark = pytest.mark.skipif(not I.available(DEV),
+                                reason="no GPU, and Triton was imported before TRITON_INTERPRET=1 could be set")
 DTYPES = [torch.float32, torch.float16]
 
 
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    "Triton's interpreter reads TRITON_INTERPRET while it runs a kernel too."
+    if I.INTERPRETED: monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
 def split_k_for_few_rows(x, w):
-    """The twin's product: split-K below 16 rows, K split at a third (not at a multiple of block_k, where in FP32 it would
-    be the same sum), the two parts' products summed in the output dtype."""
+    """The twin's product: split-K below 16 rows, K split at a third (not at a multiple of block_k, where in FP32 it
+    would be the same sum), the two parts' products summed in the output dtype."""
     if x.reshape(-1, x.shape[-1]).shape[0] >= 16: return I.matmul(x, w)
     h = x.shape[-1] // 3
     return I.matmul(x[..., :h], w[:, :h]) + I.matmul(x[..., h:], w[:, h:])

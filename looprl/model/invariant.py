@@ -12,8 +12,8 @@ import torch, torch.nn.functional as F
 from .kernels import launch
 
 # %% auto #0
-__all__ = ['MATMUL_TILE', 'ATTENTION_TILE', 'available', 'matmul', 'attention', 'rmsnorm', 'MatmulFn', 'visible', 'AttentionFn',
-           'RMSNormFn', 'causal_positions', 'masked_attention', 'exact_forward']
+__all__ = ['INTERPRETED', 'MATMUL_TILE', 'ATTENTION_TILE', 'available', 'matmul', 'attention', 'rmsnorm', 'MatmulFn', 'visible',
+           'AttentionFn', 'RMSNormFn', 'causal_positions', 'masked_attention', 'exact_forward']
 
 # %% ../../nbs/01e1_invariant.ipynb #inv00005
 try:
@@ -21,11 +21,14 @@ try:
 except ImportError:            # CPU-only installs: nothing here runs, the plain PyTorch path serves
     triton, tl = None, None
 
+# Triton was imported under TRITON_INTERPRET=1: its language (and the kernels below) are made for its CPU interpreter
+INTERPRETED = triton is not None and type(tl.sum).__name__ == "InterpretedFunction"
+
 def available(device) -> bool:
-    """Whether the kernels can run on `device`: Triton is present and the device is CUDA, or Triton's CPU interpreter
-    runs them (`TRITON_INTERPRET=1` set before Triton was imported)."""
+    """Whether the kernels can run on `device`: Triton is present and the device is CUDA, or Triton runs in its CPU
+    interpreter (`TRITON_INTERPRET=1` when Triton was first imported, and while the kernels run)."""
     if triton is None: return False
-    return torch.device(device).type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    return torch.device(device).type == "cuda" or INTERPRETED
 
 # %% ../../nbs/01e1_invariant.ipynb #inv00008
 MATMUL_TILE = dict(block_m=16, block_n=64, block_k=64, num_warps=4)  # fixed for every M: the promise rests on it
