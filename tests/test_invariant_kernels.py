@@ -123,33 +123,36 @@ def test_causal_positions_refuses_other_masks():
     with pytest.raises(ValueError, match="only causal masks"): I.causal_positions(mask)
 
 
-def huginn_logits(dt, head=None):
-    "Whole-sequence and prefill+decode logits of a tiny Huginn (2 recurrences) under `exact_forward`."
+def family_logits(family, dt, head=None):
+    """Whole-sequence and prefill+decode logits of a tiny model of `family` under `exact_forward` (Huginn with 2
+    recurrences and its random initial states); `head(lm_head)`: a forward that replaces the head's."""
     from looprl.model.config import tiny_config
     from looprl.model.models import build_model, init_weights
     from looprl.testing import decode_logits
-    cfg = tiny_config("huginn_raven", mean_recurrence=2)
+    cfg = tiny_config(family, **({"mean_recurrence": 2} if family == "huginn_raven" else {}))
     ids = torch.randint(0, cfg.vocab_size, (2, 5), generator=torch.Generator().manual_seed(4)).to(DEV)
     m = init_weights(build_model(cfg, device=DEV, dtype=dt), seed=5, perturb_norms=True).eval()
     lat = m.sequence_states([1, 2], [5, 5], dt, DEV)
     with torch.no_grad(), I.exact_forward(m):
         if head is not None: m.lm_head.forward = head(m.lm_head)
-        out = m.logits(m(ids, latents=lat)), decode_logits(m, ids, lat, prefill=2)
-    assert "forward" not in vars(m.lm_head) or head is not None
-    return out
+        return m.logits(m(ids, latents=lat)), decode_logits(m, ids, lat, prefill=2)
 
 
-@pytest.mark.parametrize("dt", DTYPES)
-def test_tiny_huginn_sequence_equals_decode(dt):
-    whole, steps = huginn_logits(dt)
+# the twin's head: split-K in decode steps only (one position per row); the rest of the model stays invariant
+SPLIT_HEAD = lambda lin: lambda x: split_k_for_few_rows(x, lin.weight) if x.shape[-2] == 1 else I.matmul(x, lin.weight)
+CASES = [("huginn_raven", torch.float32), ("huginn_raven", torch.float16), ("nanbeige", torch.float16),
+         ("ouro", torch.float16)]                                  # Nanbeige: grouped KV heads
+
+
+@pytest.mark.parametrize("family,dt", CASES)
+def test_tiny_model_sequence_equals_decode(family, dt):
+    whole, steps = family_logits(family, dt)
     assert torch.isfinite(whole).all() and whole.std() > 0
     assert torch.equal(whole, steps)
 
 
-@pytest.mark.parametrize("dt", DTYPES)
-def test_tiny_huginn_twin_one_product_split_in_decode(dt):
-    # the head alone splits K in decode steps (one position per row): the rest stays invariant
-    head = lambda lin: (lambda x: split_k_for_few_rows(x, lin.weight) if x.shape[-2] == 1 else I.matmul(x, lin.weight))
-    whole, steps = huginn_logits(dt, head)
+@pytest.mark.parametrize("family,dt", CASES[:3])
+def test_tiny_model_twin_one_product_split_in_decode(family, dt):
+    whole, steps = family_logits(family, dt, SPLIT_HEAD)
     assert torch.equal(whole[:, :2], steps[:, :2])               # the prefill's positions: no decode step in them
     assert not torch.equal(whole, steps)
