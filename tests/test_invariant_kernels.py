@@ -156,3 +156,27 @@ def test_tiny_model_twin_one_product_split_in_decode(family, dt):
     whole, steps = family_logits(family, dt, SPLIT_HEAD)
     assert torch.equal(whole[:, :2], steps[:, :2])               # the prefill's positions: no decode step in them
     assert not torch.equal(whole, steps)
+
+
+def decode_rows(rows, head=None):
+    "Prefill+decode logits of a tiny FP16 Huginn for rows `rows` of one fixed batch of 3 prompts (with their latents)."
+    from looprl.model.config import tiny_config
+    from looprl.model.models import build_model, init_weights
+    from looprl.testing import decode_logits
+    cfg = tiny_config("huginn_raven", mean_recurrence=2)
+    ids = torch.randint(0, cfg.vocab_size, (3, 5), generator=torch.Generator().manual_seed(6)).to(DEV)
+    m = init_weights(build_model(cfg, device=DEV, dtype=torch.float16), seed=5, perturb_norms=True).eval()
+    lat = m.sequence_states([1, 2, 3], [5] * 3, torch.float16, DEV)
+    with torch.no_grad(), I.exact_forward(m):
+        if head is not None: m.lm_head.forward = head(m.lm_head)
+        return decode_logits(m, ids[rows], lat[rows], prefill=2)
+
+
+def test_a_row_alone_equals_it_in_the_batch():
+    assert torch.equal(decode_rows([1]), decode_rows([0, 1, 2])[1:2])
+
+
+def test_a_row_alone_twin_split_for_one_row():
+    # the twin's head splits K when it computes one row only (a batch of one)
+    head = lambda lin: lambda x: split_k_for_few_rows(x, lin.weight) if x.shape[0] == 1 else I.matmul(x, lin.weight)
+    assert not torch.equal(decode_rows([1], head), decode_rows([0, 1, 2], head)[1:2])
