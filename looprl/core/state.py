@@ -291,7 +291,8 @@ def resume_checkpoint(run: Path) -> tuple[Path | None, str | None]:
             os.replace(c, dst); moved.append(f"{c.name} ({why[0]}) moved aside to {dst.name}")
     named = (ck / LATEST).read_text().strip() if (ck / LATEST).exists() else None
     if named != good.name: atomic_write_text(ck / LATEST, good.name)
-    said = ([f"checkpoint {'; '.join(moved)}"] if moved else []) + ([f"{ck / LATEST} was missing"] if named is None else [])
+    said = [f"checkpoint {'; '.join(moved)}"] if moved else []
+    if named is None: said.append(f"{ck / LATEST} was missing")
     if not said: return good, None
     return good, f"{'; '.join(said)}; resuming from {good.name}, the newest whole one"
 
