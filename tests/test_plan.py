@@ -265,10 +265,10 @@ def test_policies_are_exported_while_the_checkpoint_is_written(monkeypatch, caps
         time.sleep(1.0); real_write(*a, **k)
     monkeypatch.setattr(checkpoint_writer, "write_state", slow)
     seen, real = [], looprl.run.loop.export_policy
-    def export(pl, run_dir, update):                      # the complete checkpoints at the export
+    def export(pl, run_dir, update, *rest):               # the complete checkpoints at the export
         ck = run_dir / CHECKPOINTS
         seen.append((update, sorted(p.parent.name for p in ck.glob("update-*/loop.json"))))
-        return real(pl, run_dir, update)
+        return real(pl, run_dir, update, *rest)
     monkeypatch.setattr(looprl.run.loop, "export_policy", export)
     out = tmp_path / "run"
     code, lines = train(capsys, out, "--updates", "2", "--export-every", "1", "--keep-checkpoints", "1",
