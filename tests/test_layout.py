@@ -303,7 +303,6 @@ EXEMPT_FROM_OUTPUTS = {
     "02e_exits.ipynb": "exits chapter, being reworked by its owner",
     "02g_vllm.ipynb": "vLLM engine chapter, being reworked by its owner",
     "02h_vllm_plugin.ipynb": "vLLM plugin chapter, being reworked by its owner",
-    "04e_reward_specs.ipynb": "reward specs chapter, being reworked by its owner",
 }
 
 def has_code(nb: dict) -> bool:
