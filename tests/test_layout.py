@@ -300,7 +300,6 @@ def test_old_names_import_the_same_module_with_a_deprecation_warning(tmp_path):
 
 # Chapters other people are writing now, which may not store an output yet. This list is to shrink to nothing.
 EXEMPT_FROM_OUTPUTS = {
-    "02e_exits.ipynb": "exits chapter, being reworked by its owner",
     "02g_vllm.ipynb": "vLLM engine chapter, being reworked by its owner",
     "02h_vllm_plugin.ipynb": "vLLM plugin chapter, being reworked by its owner",
 }
