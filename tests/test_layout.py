@@ -298,11 +298,8 @@ def test_old_names_import_the_same_module_with_a_deprecation_warning(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert r.returncode != 0 and "No module named 'looprl.rewards'" in r.stderr, r.stderr
 
-# Chapters other people are writing now, which may not store an output yet. This list is to shrink to nothing.
-EXEMPT_FROM_OUTPUTS = {
-    "02g_vllm.ipynb": "vLLM engine chapter, being reworked by its owner",
-    "02h_vllm_plugin.ipynb": "vLLM plugin chapter, being reworked by its owner",
-}
+# Chapters with code allowed to store no output, each with the reason (chapter -> why). Empty: every chapter shows.
+EXEMPT_FROM_OUTPUTS: dict[str, str] = {}
 
 def has_code(nb: dict) -> bool:
     "Whether a notebook has a code cell with a line that is not blank and not an nbdev directive (`#| ...`)."
