@@ -274,7 +274,8 @@ POSITIVE = ("batch", "steps", "repeats", "pairs", "updates", "context", "prompt_
 
 def check_bench_inputs(a):
     """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, precision or
-    algorithm, and a device this host does not have; each a UsageError naming the flag."""
+    algorithm, a device this host does not have, and phase runs' `--train-args` that a run would refuse; each a
+    UsageError naming the flag."""
     from looprl.model.config import ConfigError, preset_config
     from looprl.training.settings import ALGORITHMS
     flag = lambda k: "--" + k.replace("_", "-")
@@ -307,6 +308,9 @@ def check_bench_inputs(a):
         n = torch.cuda.device_count() if dev.type == "cuda" else 0
         if dev.type == "cuda" and (dev.index or 0) >= n:
             raise UsageError(f"{flag(k)} {d}: this host has {n} CUDA devices")
+    if a.cmd == "phases" and Path(a.model).is_dir():        # (a missing model: the run says so, naming it)
+        from looprl.bench.phases import check_phase_args
+        check_phase_args(a.model, a.algorithm, a.updates, tuple(a.train_args.split()), a.device)
 
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):

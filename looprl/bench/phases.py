@@ -12,7 +12,8 @@ from ..core.cli import UsageError
 from .learning import CommandFailed       # a failed run: one line, exit status 1
 
 # %% auto #0
-__all__ = ['PHASE_MODES', 'phase_order', 'run_phase', 'read_ledger', 'check_ledger', 'phase_summary', 'bench_phases']
+__all__ = ['PHASE_MODES', 'PHASE_OWN', 'phase_order', 'run_phase', 'check_phase_args', 'read_ledger', 'check_ledger',
+           'phase_summary', 'bench_phases']
 
 # %% ../../nbs/06f_bench_phases.ipynb #70ec3077
 # the one difference between the two runs of a pair
@@ -49,6 +50,22 @@ def run_phase(model: str, algorithm: str, updates: int, mode: str, out: Path, ex
                 phases_s={k: sum(l["time"][k] for l in lines) for k in lines[0]["time"]},
                 engine_stats=summ["engine_stats"],
                 captures_by_update=captures, recaptures_after_warmup=captures[-1] - captures[0])
+
+# %% ../../nbs/06f_bench_phases.ipynb #phchk02
+PHASE_OWN = ("--model", "--algorithm", "--device", "--updates", "--output", "--resume", "--overwrite", "--no-eval",
+             "--no-progress", *(f for flags in PHASE_MODES.values() for f in flags))
+
+def check_phase_args(model, algorithm: str, updates: int, extra: tuple, device: str):
+    "A UsageError naming `--train-args` when a phase run would refuse `extra`, or `extra` sets what each run sets."
+    from looprl.train import parser, options_from_args
+    def refuse(message): raise UsageError(f"--train-args: {message}")
+    if own := next((a for a in extra if a.split("=")[0] in PHASE_OWN), None):
+        refuse(f"{own.split('=')[0]} is set by bench phases for each run")
+    ap = parser(); ap.error = refuse
+    ns = ap.parse_args(["--model", str(model), "--algorithm", algorithm, "--device", device, "--updates", str(updates),
+                        "--output", "phase-run", "--no-eval", *extra])
+    try: options_from_args(ns).validate()
+    except UsageError as e: refuse(e)
 
 # %% ../../nbs/06f_bench_phases.ipynb #3634fd44
 def read_ledger(path: Path) -> list[dict]:
