@@ -359,6 +359,8 @@ def plan_command(ns) -> None:
         if gpu_bytes: given = {"device": "cuda", "workers": "local" if ns.gpus == 1 else "ray", **given}
         o = RunOptions.from_flat(**{"output": "runs/plan", **given, "model": ns.path,
                                     "defaulted": tuple(k for k in ADJUSTABLE if k not in given)})
+        from looprl.run.prepare import check_lengths     # as train refuses them (the weights need not be there)
+        check_lengths(o, load_config(o.model_dir))
         free = None if ns.disk_free is None else round(ns.disk_free * GiB)
         new, pl, changes = fit_options(o, capacity=device_capacity(o, gpu_bytes), free=free)
     except (UsageError, ValueError, OSError) as e: fail("inspect", e)
