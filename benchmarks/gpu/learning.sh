@@ -6,20 +6,37 @@
 # A machine without reasoning-gym reads the splits from a folder: write them first where reasoning-gym is installed:
 #   python -m looprl.warmstart runs/mid-splits --preset mid --write-splits
 # Settings: ALGORITHMS (default grpo), SEEDS (default 42), TRAIN_ARGS (extra looprl.train arguments), SPLITS (default
-# runs/mid-splits), MODEL (a mid model already warm-started: no warm start), BUDGET_S (default 570).
+# runs/mid-splits), MODEL (a mid model already warm-started: no warm start), BUDGET_S (default 570), PARALLEL=1 (each
+# algorithm and seed in its own process, all at once on the one GPU, after one warm start: $OUT/learning-mid-cuda-A-S.json
+# each; a run's wall time is then measured while it shares the GPU with the others).
 [ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }
 [ $# -eq 0 ] || { echo "$0: takes no arguments (settings: ALGORITHMS, SEEDS, TRAIN_ARGS, SPLITS, MODEL, BUDGET_S)" >&2; exit 2; }
 source benchmarks/gpu/setup.sh
-SETTINGS="$SETTINGS ALGORITHMS SEEDS TRAIN_ARGS SPLITS MODEL"
+SETTINGS="$SETTINGS ALGORITHMS SEEDS TRAIN_ARGS SPLITS MODEL PARALLEL"
 script_command "$@"
 main() {
   local splits=${SPLITS:-runs/mid-splits} model=${MODEL:-}
+  ALGORITHMS=${ALGORITHMS:-grpo} SEEDS=${SEEDS:-42}
   [ -n "$model" ] || [ -f "$splits/heldout.jsonl" ] || { echo "$0: no splits in $splits (see the comment at the top)" >&2; return 2; }
-  bench learning-mid-cuda "${BUDGET_S:-570}" learning --preset mid --device cuda --algorithms "${ALGORITHMS:-grpo}" \
-    --seeds "${SEEDS:-42}" --workdir /tmp/looprl-learning-mid --train-args "${TRAIN_ARGS:-}" \
-    $([ -n "$model" ] && echo "--model $model" || echo "--splits $splits")
+  if [ "${PARALLEL:-0}" = 1 ]; then
+    if [ -z "$model" ]; then
+      model=/tmp/looprl-learning-mid/mid-model
+      step "${BUDGET_S:-570}" python3 -m looprl.warmstart "$model" --preset mid --device cuda --splits "$splits" || return 1
+    fi
+    local a s pids=()
+    for a in ${ALGORITHMS//,/ }; do for s in ${SEEDS//,/ }; do
+      bench "learning-mid-cuda-$a-$s" "${BUDGET_S:-570}" learning --preset mid --device cuda --algorithms "$a" --seeds "$s" \
+        --workdir "/tmp/looprl-learning-mid/$a-$s-run" --train-args "${TRAIN_ARGS:-}" --model "$model" &
+      pids+=($!)
+    done; done
+    for p in "${pids[@]}"; do wait "$p" || FAILED+=("run $p"); done
+  else
+    bench learning-mid-cuda "${BUDGET_S:-570}" learning --preset mid --device cuda --algorithms "${ALGORITHMS:-grpo}" \
+      --seeds "${SEEDS:-42}" --workdir /tmp/looprl-learning-mid --train-args "${TRAIN_ARGS:-}" \
+      $([ -n "$model" ] && echo "--model $model" || echo "--splits $splits")
+  fi
   [ -f /tmp/looprl-learning-mid/mid-model/warmstart.json ] && cp /tmp/looprl-learning-mid/mid-model/warmstart.json "$OUT/warmstart-mid.json"
-  for m in /tmp/looprl-learning-mid/*/metrics.jsonl; do     # each run's metrics, also when the benchmark ran out of time
+  for m in /tmp/looprl-learning-mid/*/metrics.jsonl /tmp/looprl-learning-mid/*-run/*/metrics.jsonl; do     # each run's metrics, also when the benchmark ran out of time
     [ -f "$m" ] && cp "$m" "$OUT/metrics-$(basename "$(dirname "$m")").jsonl"
   done
   finish
