@@ -4,6 +4,8 @@
 # the state).
 #   bash benchmarks/gpu/resume_equality.sh SIZE ALGORITHM... [-- SIZE ALGORITHM...]
 #     SIZE mid: a mid-size Huginn (n_embd 1024, 8 heads of 128, 8 recurrences), AdamW at 1e-4;
+#          task: the warm-started task model in MODEL (python -m looprl.warmstart DIR --preset mid), on its train split
+#          with the task's reward and the mid learning preset's settings (lr 5e-6, 32 prompts x 8, micro-batch 128);
 #          full: Huginn-0125 shapes (3.5B parameters), SGD at 1e-5 (no optimizer state), activation recompute.
 #     ALGORITHM: ppo, grpo, dppo, flow-dppo. A group "SIZE ALGORITHM..." starts only while BUDGET_S (default 540) s have
 #     not passed since the script started.
@@ -46,15 +48,16 @@ case $backend in torch) ;; megatron) layout="$layout-megatron";; *) echo "$0: un
 size=""
 for arg in "$@"; do       # the arguments are checked before anything runs
   if [ "$arg" = "--" ]; then size=""; elif [ -z "$size" ]; then size=$arg
-    case $size in mid|full) ;; *) echo "$0: unknown SIZE '$size' (mid or full)" >&2; exit 2;; esac
+    case $size in mid|full) ;; task) [ -f "${MODEL:-}/warmstart.json" ] || { echo "$0: SIZE task needs MODEL, a warm-started model directory (no warmstart.json in '${MODEL:-}')" >&2; exit 2; };;
+      *) echo "$0: unknown SIZE '$size' (mid, full or task)" >&2; exit 2;; esac
   else case $arg in ppo|grpo|dppo|flow-dppo) ;; *) echo "$0: unknown ALGORITHM '$arg' (ppo, grpo, dppo, flow-dppo)" >&2; exit 2;; esac; fi
 done
 [ $# -gt 0 ] || { echo "usage: bash $0 SIZE ALGORITHM... [-- SIZE ALGORITHM...]  (SIZE mid or full)" >&2; exit 2; }
 
 has() { [[ ",$STAGES," == *",$1,"* ]]; }
-model_of() { [ "$1" = mid ] && echo /tmp/hmid || echo /tmp/h0125; }
+model_of() { case $1 in mid) echo /tmp/hmid;; task) echo "$MODEL";; *) echo /tmp/h0125;; esac; }
 checkpoint() {   # SIZE: its random checkpoint (make_checkpoints.py)
-  if [ "$1" = mid ]; then step 120 python3 benchmarks/gpu/make_checkpoints.py mid; else step 200 python3 benchmarks/gpu/make_checkpoints.py full; fi
+  if [ "$1" = task ]; then return 0; elif [ "$1" = mid ]; then step 120 python3 benchmarks/gpu/make_checkpoints.py mid; else step 200 python3 benchmarks/gpu/make_checkpoints.py full; fi
 }
 run_logged() {   # COMMANDS_FILE CMD...: the command line appended to the case's commands, then run as a step
   local file=$1; shift; echo "$*" >> "$file"; step "${STEP_TIMEOUT_S:-300}" "$@"
@@ -63,16 +66,19 @@ run_logged() {   # COMMANDS_FILE CMD...: the command line appended to the case's
 case_run() {   # SIZE ALGORITHM: the stages of one case
   local size=$1 alg=$2 model opt root=/tmp
   model=$(model_of "$size")
-  if [ "$size" = mid ]; then opt="--optimizer adamw --lr 1e-4 --rollout-batch-size 4 --micro-batch-size 16 --max-response-tokens 16"
+  local data="--data looprl/assets/data/arithmetic-prompts.jsonl --reward ${REWARD:-looprl.tasks.rewards:even_token_share}"
+  if [ "$size" = task ]; then opt="--lr 5e-6 --rollout-batch-size 32 --n-samples-per-prompt 8 --micro-batch-size 128"
+       data="--data $model/splits/train.jsonl${REWARD:+ --reward $REWARD}"
+  elif [ "$size" = mid ]; then opt="--optimizer adamw --lr 1e-4 --rollout-batch-size 4 --micro-batch-size 16 --max-response-tokens 16"
   else opt="--optimizer sgd --lr 1e-5 --warmup-steps 0 --minibatches 1 --rollout-batch-size 4 --micro-batch-size 4 --recompute --max-response-tokens 16"
        [ "$alg" != grpo ] && root=/dev/shm; fi         # with a critic the checkpoint is 28 GB: the stopped run in memory
   local a=/tmp/l-$alg-a b=$root/l-$alg-b cmds=/tmp/l-$alg-commands.txt report=/tmp/l-$alg-compare.json
   local C="--model $model --algorithm $alg --device cuda --workers $workers --precision fp16 --updates 3
-     --reward ${REWARD:-looprl.tasks.rewards:even_token_share} --data looprl/assets/data/arithmetic-prompts.jsonl --no-eval --no-progress
+     $data --no-eval --no-progress
      --keep-checkpoints 1 $opt${TRANSPORT:+ --transport $TRANSPORT}${BACKEND:+ --backend $BACKEND}"
   [ "${DIST_OPT:-}" = 1 ] && C="$C --distributed-optimizer"
   local case="bash $0 $size $alg" v t0=$SECONDS
-  for v in REWARD TRANSPORT WORKERS BACKEND DIST_OPT TWIN; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
+  for v in MODEL REWARD TRANSPORT WORKERS BACKEND DIST_OPT TWIN; do [ -n "${!v:-}" ] && case="$v=${!v} $case"; done
   echo "== $size $alg: stages $STAGES"
   if has a; then
     [ -f $model/config.json ] || checkpoint "$size"
