@@ -125,12 +125,17 @@ def test_prompt_ids_equal_transformers_apply_chat_template(tmp_path, name):
             differs += tok.encode(text, add_special_tokens=False).ids != list(want)
     if name == "loose": assert differs == len(CONVERSATIONS_THINK)        # trim_blocks/lstrip_blocks matter, and are seen
 
+def tiny_with_chat(tmp_path, family: str, chat: str):
+    "A tiny checkpoint of `family` with the tokenizer files of the chat template `chat` (looprl.make_tiny --chat)."
+    model = tmp_path / "model"
+    p = subprocess.run([sys.executable, "-m", "looprl.make_tiny", "--family", family, str(model), "--chat", chat],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return model
+
 def test_a_run_with_huginns_template_renders_message_rows_and_exports_the_template(tmp_path):
     "A tiny Huginn with Huginn-0125's tokenizer files: prompts rendered, every EOS id a stop id, the template exported."
-    model = tmp_path / "model"
-    p = subprocess.run([sys.executable, "-m", "looprl.make_tiny", "--family", "huginn_raven", str(model), "--chat",
-                        "huginn-0125"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    model = tiny_with_chat(tmp_path, "huginn_raven", "huginn-0125")
     gen = json.loads((model / "generation_config.json").read_text())
     rows = [{"messages": [{"role": "user", "content": f"{a}+{a}="}], "label": str(2 * a)} for a in range(10, 14)]
     p, out, _ = train(tmp_path, rows, "--model", str(model), "--max-response-tokens", "6", "--n-samples-per-prompt", "2")
@@ -172,10 +177,7 @@ def test_without_jinja2_a_template_is_refused_in_one_line_and_plain_prompts_stil
 
 def test_a_run_whose_template_opens_a_thinking_section_reports_its_lengths(tmp_path):
     "A random tiny model never closes `<think>`: every completion earns the unclosed-section penalty, and is counted."
-    model = tmp_path / "model"
-    p = subprocess.run([sys.executable, "-m", "looprl.make_tiny", "--family", "ouro", str(model), "--chat",
-                        "chatml-think"], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
+    model = tiny_with_chat(tmp_path, "ouro", "chatml-think")
     p, out, _ = train(tmp_path, [{"prompt": f"{a}+1=", "label": str(a + 1)} for a in range(4)], "--model", str(model),
                       "--max-response-tokens", "6", "--n-samples-per-prompt", "2", "--system-prompt", "add")
     assert p.returncode == 0, p.stderr
