@@ -1,4 +1,4 @@
-"""GAE, group advantages, the value loss and the PPO, GRPO, DPPO, GSPO, CISPO and Flow-DPPO losses, as pure functions.
+"""Advantages, the value loss, the six policy losses, the mismatch correction and the KL penalty, as pure functions.
 
 Docs: https://looprl.github.io/looprl/objectives.html.md"""
 
@@ -6,14 +6,15 @@ Docs: https://looprl.github.io/looprl/objectives.html.md"""
 
 # %% ../../nbs/03a_objectives.ipynb #60e41da6
 from __future__ import annotations
-import torch
+import math, torch
 from ..rollout.sampling import chunked_logsumexp, selected_logprobs, vocab_spans
 
 
 # %% auto #0
-__all__ = ['AGGREGATIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae', 'grpo_advantages', 'ppo_policy_loss',
-           'dppo_policy_loss', 'gspo_policy_loss', 'cispo_policy_loss', 'categorical_kl', 'token_entropy',
-           'entropy_from_logits', 'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss']
+__all__ = ['AGGREGATIONS', 'MISMATCH_CORRECTIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae',
+           'grpo_advantages', 'ppo_policy_loss', 'dppo_policy_loss', 'gspo_policy_loss', 'cispo_policy_loss',
+           'mismatch_weights', 'categorical_kl', 'token_entropy', 'entropy_from_logits', 'flow_dppo_policy_loss',
+           'flow_dppo_halves', 'value_loss']
 
 # %% ../../nbs/03a_objectives.ipynb #8922a146
 def _valid(mask: torch.Tensor) -> torch.Tensor: return mask if mask.dtype == torch.bool else mask != 0
@@ -201,6 +202,27 @@ def cispo_policy_loss(logp, logp_old, advantages, mask, clip_low: float = 1.0, c
     met = dict(clipfrac=_f(masked_mean((w != r).float(), m)), cispo_w_mean=_f(masked_mean(w, m)),
                **_ratio_metrics(log_ratio, m))
     return aggregate(loss_tok, mask, agg, agg_norm), met
+
+# %% ../../nbs/03a_objectives.ipynb #d8528db2
+MISMATCH_CORRECTIONS = ("off", "token-tis", "seq-tis", "token-mask", "seq-mask")
+
+def mismatch_weights(logp_trainer, logp_engine, mask, mode: str = "token-tis", cap: float = 2.0):
+    """Weights w [N, T] and kept tokens [N, T] from ρ = π_tr/π_eng per token or per sequence: min(ρ, cap) (tis), or ρ
+    inside [1/cap, cap] and dropped outside (mask); no gradient. Returns (w, keep, metrics)."""
+    if mode not in MISMATCH_CORRECTIONS[1:]:
+        raise ValueError(f"mismatch correction {mode!r} is not one of {', '.join(MISMATCH_CORRECTIONS[1:])}")
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 1 <= cap < math.inf:
+        raise ValueError(f"mismatch cap must be a finite number ≥ 1, got {cap!r}")
+    level, kind = mode.split("-")
+    m = _valid(mask)
+    lr = _log_ratio(logp_trainer.detach(), logp_engine, m).detach()
+    if level == "seq": lr = lr.sum(-1, keepdim=True).expand(m.shape)
+    log_cap, zero = math.log(cap), torch.zeros((), dtype=lr.dtype, device=lr.device)
+    hit = (lr > log_cap) if kind == "tis" else (lr > log_cap) | (lr < -log_cap)
+    keep = m if kind == "tis" else m & ~hit
+    w = torch.where(keep, lr.clamp(max=log_cap).exp(), zero)
+    name = "mismatch_truncated_frac" if kind == "tis" else "mismatch_masked_frac"
+    return w, keep, {"mismatch_weight_mean": _f(masked_mean(w, m)), name: _f(masked_mean((hit & m).float(), m))}
 
 # %% ../../nbs/03a_objectives.ipynb #1f34a240
 def categorical_kl(old_logprobs: torch.Tensor, logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 import torch
 from fastcore.basics import patch
-from .objectives import AGGREGATIONS
+from .objectives import AGGREGATIONS, MISMATCH_CORRECTIONS
 
 # %% auto #0
 __all__ = ['ALGORITHMS', 'CRITIC_FREE', 'TRAIN_CHOICES', 'TrainSettings']
@@ -60,6 +60,9 @@ class TrainSettings:
     normalize_advantages: bool = True   # normalise advantages over the rollout
     # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
     std_advantages: bool = True
+    # correct the engine/trainer mismatch: off, token-tis or seq-tis (truncated IS), token-mask or seq-mask (masked IS)
+    mismatch_correction: str = "off"
+    mismatch_cap: float = 2.0           # the mismatch correction's threshold C ≥ 1: weights ≤ C, or kept in [1/C, C]
     warmup_steps: int = 10              # linear learning-rate warm-up, in optimizer steps
     minibatches: int = 2                # optimizer steps per rollout, over disjoint parts (Flow-DPPO: its 2 halves)
     entropy_coef: float = 0.0           # entropy bonus coefficient
@@ -82,7 +85,7 @@ class TrainSettings:
 # %% ../../nbs/03b_train_settings.ipynb #d6890b79
 TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
                      backend=("torch", "megatron"), loss_agg=AGGREGATIONS,
-                     replay=(None, "engine", "training"))
+                     replay=(None, "engine", "training"), mismatch_correction=MISMATCH_CORRECTIONS)
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef", "gspo_clip_low",
                  "gspo_clip_high", "cispo_clip_high")
@@ -114,6 +117,8 @@ def validate(self: TrainSettings) -> TrainSettings:
     n = self.loss_agg_tokens
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"loss_agg_tokens: must be an int ≥ 1, got {n!r}")
+    if not (_finite(self.mismatch_cap) and self.mismatch_cap >= 1):
+        raise ValueError(f"mismatch_cap: must be a finite number ≥ 1, got {self.mismatch_cap!r}")
     if n is not None and self.loss_agg != "seq-mean-token-sum-norm":
         raise ValueError(f"loss_agg_tokens: only loss_agg seq-mean-token-sum-norm reads it, not {self.loss_agg}")
     if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high:

@@ -209,32 +209,39 @@ def _values(self: Trainer, b: SequenceBatch):
 @patch
 def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen, replay=None):
     """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows'
-    replay (written into it first: DPPO's `prox` is that same tensor)."""
+    replay (written into it first: `prox` is that same tensor). With a mismatch correction, the advantages are weighted
+    (and tokens dropped) by `mismatch_weights` of the replay `prox` against the engine's log-probs, and the replay is
+    the old policy."""
     s, a, m = self.s, adv[mrows], sb.mask
     agg = dict(agg=s.loss_agg, agg_norm=s.loss_agg_tokens)
     if s.algorithm == "flow-dppo":
-        old = torch.cat([frozen[i] for i in mrows]).to(logits.device)
-        return O.flow_dppo_policy_loss(logits, old, sb.actions, a, m, budget=s.flow_budget, chunk_size=s.kl_chunk_size,
-                                       **agg)
-    logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
-    if sb.exits is not None: logp = logp + sb.exits.exit_logprobs       # sample mode: log π(token, exit)
-    if replay is not None: replay[mrows] = logp.detach()
-    if s.algorithm == "dppo":
-        return O.dppo_policy_loss(logp, prox[mrows], behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high,
-                                  w_low=s.dppo_w_low, w_high=s.dppo_w_high, **agg)
-    if s.algorithm == "gspo":
-        return O.gspo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.gspo_clip_low, clip_high=s.gspo_clip_high,
-                                  **agg)
-    if s.algorithm == "cispo":
-        return O.cispo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.cispo_clip_low,
-                                   clip_high=s.cispo_clip_high, **agg)
-    return O.ppo_policy_loss(logp, behaviour[mrows], a, m, clip_low=s.clip_low, clip_high=s.clip_high, **agg)
+        fr = torch.cat([frozen[i] for i in mrows]).to(logits.device)
+        loss, met = O.flow_dppo_policy_loss(logits, fr, sb.actions, a, m, budget=s.flow_budget,
+                                            chunk_size=s.kl_chunk_size, **agg)
+    elif s.algorithm == "dppo":
+        loss, met = O.dppo_policy_loss(logp, prox[mrows], old, a, m, clip_low=s.clip_low, clip_high=s.clip_high,
+                                       w_low=s.dppo_w_low, w_high=s.dppo_w_high, **agg)
+    elif s.algorithm == "gspo":
+        loss, met = O.gspo_policy_loss(logp, old, a, m, clip_low=s.gspo_clip_low, clip_high=s.gspo_clip_high, **agg)
+    elif s.algorithm == "cispo":
+        loss, met = O.cispo_policy_loss(logp, old, a, m, clip_low=s.cispo_clip_low, clip_high=s.cispo_clip_high,
+                                        **agg)
+    else: loss, met = O.ppo_policy_loss(logp, old, a, m, clip_low=s.clip_low, clip_high=s.clip_high, **agg)
+    return loss, {**met, **corr}
 
 # %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
 def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=None):
     "One optimizer step of the actor over `rows`; with `replay`, their replay is taken from this step's forwards."
     s, metrics = self.s, []
+    if s.algorithm != "flow-dppo":
+        logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
+        if sb.exits is not None: logp = logp + sb.exits.exit_logprobs   # sample mode: log π(token, exit)
+        if replay is not None: replay[mrows] = logp.detach()
+    old, corr = behaviour[mrows], {}
+    if s.mismatch_correction != "off":
+        w, keep, corr = O.mismatch_weights(prox[mrows], old, m, s.mismatch_correction, s.mismatch_cap)
+        a, m, old = a * w, keep, prox[mrows]                       # DPPO: behaviour = prox, its own weight 1
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         logits = response_logits(self.actor.model, sb, sb.temperature)
@@ -317,7 +324,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
         if s.algorithm == "flow-dppo" else None
     parts, shared = rollout_parts(len(b.seeds), s.steps_per_rollout), self.shares_replay()
     replay = self._selected_logprobs(b, [i for p in (parts[1:] if shared else parts) for i in p])
-    prox = replay if s.algorithm == "dppo" else None   # the first step fills its rows before its loss reads them
+    # DPPO's proximal policy, a mismatch correction's trainer side: the first step fills its rows before its loss
+    prox = replay if s.algorithm == "dppo" or s.mismatch_correction != "off" else None
     steps = [self._actor_step(b, rows, adv, behaviour, prox, frozen, replay if shared and k == 0 else None)
              for k, rows in enumerate(parts)]
     diff = (replay - behaviour).abs() * b.mask

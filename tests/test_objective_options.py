@@ -1,0 +1,109 @@
+"""The objective options as runs: the mismatch correction (--mismatch-correction, --mismatch-cap). Each: a
+hand-computed example, resume equality in fresh processes (3 uninterrupted updates vs --stop-after 2 then --resume)
+with a twin that sees the option at work (the same run without it ends with other weights), older contracts resume,
+and bad values are refused in one line with exit 2."""
+import json, math, shutil
+import pytest, torch
+from conftest import run_cli, assert_changing, updates
+
+FAST = ["--max-response-tokens", "6", "--no-eval", "--no-progress"]
+COMMON = ["--precision", "fp32", "--optimizer", "adamw", "--lr", "1e-3", "--rollout-batch-size", "4", "--updates", "3"]
+
+def train(model, data, out, *extra):
+    return run_cli("looprl.train", "--model", model, "--data", data, "--output", out, *FAST, *COMMON, *extra)
+
+def compare_fields(a, b) -> tuple[int, dict]:
+    r = run_cli("looprl.compare", "--json", a, b)
+    return r.returncode, {f["field"]: f["status"] for f in json.loads(r.stdout)["fields"]}
+
+def straight_and_resumed(model, data, root, *args):
+    "An uninterrupted run of 3 updates, and one stopped after 2 and resumed in a fresh process; both must be equal."
+    a, b = root / "straight", root / "stopped"
+    r = train(model, data, a, *args); assert r.returncode == 0, r.stderr
+    r = train(model, data, b, *args, "--stop-after", "2"); assert r.returncode == 0, r.stderr
+    assert len(updates(b)) == 2
+    r = run_cli("looprl.train", "--output", b, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    assert_changing(a)
+    code, fields = compare_fields(a, b)
+    assert code == 0 and set(fields.values()) <= {"equal", "n/a"}, fields
+    assert fields["actor"] == "equal"
+    return a, b
+
+def assert_option_acts(a, twin):
+    "The twin (the same run without the option) starts from the same first rollout and ends with other weights."
+    code, fields = compare_fields(a, twin)
+    assert code == 1 and fields["actor"] == "different", fields
+    assert updates(twin)[0]["digest"] == updates(a)[0]["digest"]
+
+# --- the mismatch correction ---------------------------------------------------------------------------------------
+
+def test_mismatch_weights_by_hand():
+    "The objectives chapter's table: engine probability 1/4, token ratios (0.6, 3 | 1.5, 1.8, 1), cap 2."
+    from looprl.training.objectives import mismatch_weights
+    eng = torch.full((2, 3), math.log(0.25)); eng[0, 2] = -math.inf
+    tr = torch.log(torch.tensor([[.6, 3.0, 1.], [1.5, 1.8, 1.0]]) / 4); tr[0, 2] = 0.0
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
+    want = {"token-tis": ([.6, 2, 0, 1.5, 1.8, 1], 6.9 / 5, 1 / 5), "token-mask": ([.6, 0, 0, 1.5, 1.8, 1], 4.9 / 5, 1 / 5),
+            "seq-tis": ([1.8, 1.8, 0, 2, 2, 2], 9.6 / 5, 3 / 5), "seq-mask": ([1.8, 1.8, 0, 0, 0, 0], 3.6 / 5, 3 / 5)}
+    for mode, (w, mean, frac) in want.items():
+        got, keep, met = mismatch_weights(tr, eng, mask, mode, 2.0)
+        assert torch.allclose(got.flatten(), torch.tensor(w), atol=1e-5), (mode, got)
+        kind = "truncated" if "tis" in mode else "masked"
+        assert math.isclose(met["mismatch_weight_mean"], mean, abs_tol=1e-5), (mode, met)
+        assert math.isclose(met[f"mismatch_{kind}_frac"], frac, abs_tol=1e-6), (mode, met)
+        assert keep.flatten().tolist() == ([x > 0 for x in w] if kind == "masked" else [True, True, False] + [True] * 3)
+    # twin: the untruncated importance weight ρ itself is not what token-tis gives
+    rho = (tr - eng).exp() * mask
+    assert not torch.allclose(rho, mismatch_weights(tr, eng, mask, "token-tis", 2.0)[0], atol=1e-3)
+
+MISMATCH = {"grpo-token-tis": ["--algorithm", "grpo", "--mismatch-correction", "token-tis", "--mismatch-cap", "1.01"],
+            "ppo-seq-mask": ["--algorithm", "ppo", "--mismatch-correction", "seq-mask", "--mismatch-cap", "1.5"]}
+
+@pytest.mark.parametrize("name", list(MISMATCH))
+def test_mismatch_correction_resumes_exactly_and_acts(shipped, arithmetic, tmp_path, name):
+    """Under --async (a policy lag of 1: the replay differs from the engine's log-probs) the correction truncates or
+    masks tokens; resumed equals uninterrupted; twin: the same run without it learns otherwise."""
+    m, args = shipped["huginn_raven"], MISMATCH[name] + ["--async"]
+    a, _ = straight_and_resumed(m, arithmetic, tmp_path, *args)
+    kind = "truncated" if "tis" in name else "masked"
+    ua = updates(a)
+    assert all(f"mismatch_{kind}_frac" in u and "mismatch_weight_mean" in u for u in ua)
+    assert ua[0][f"mismatch_{kind}_frac"] == 0                           # no lag yet: the replay is the engine's
+    assert any(u[f"mismatch_{kind}_frac"] > 0 for u in ua[1:]), [u[f"mismatch_{kind}_frac"] for u in ua]
+    settings = json.loads((a / "run.json").read_text())["contract"]["settings"]
+    assert (settings["mismatch_correction"], settings["mismatch_cap"]) == (args[3], float(args[5]))
+    twin = tmp_path / "twin"
+    r = train(m, arithmetic, twin, *args[:2], "--async"); assert r.returncode == 0, r.stderr
+    assert "mismatch_weight_mean" not in updates(twin)[0]
+    assert_option_acts(a, twin)
+
+# --- every option: older contracts and bad values -------------------------------------------------------------------
+
+NEW_SETTINGS = ("mismatch_correction", "mismatch_cap")
+
+def test_a_contract_from_before_these_options_resumes(shipped, arithmetic, tmp_path):
+    "A run recorded before these settings existed resumes; twin: a stored value that differs from the request is refused."
+    base = tmp_path / "base"
+    r = train(shipped["huginn_raven"], arithmetic, base, "--algorithm", "grpo", "--updates", "2", "--stop-after", "1")
+    assert r.returncode == 0, r.stderr
+    old, changed = tmp_path / "old", tmp_path / "changed"
+    for d in (old, changed): shutil.copytree(base, d)
+    doc = json.loads((old / "run.json").read_text())
+    for k in NEW_SETTINGS:
+        doc["contract"]["settings"].pop(k); doc["options"].pop(k, None)
+    (old / "run.json").write_text(json.dumps(doc))
+    r = run_cli("looprl.train", "--output", old, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    assert len(updates(old)) == 2
+    doc["contract"]["settings"]["mismatch_correction"] = "token-tis"
+    (changed / "run.json").write_text(json.dumps(doc))
+    r = run_cli("looprl.train", "--output", changed, "--resume", "--no-progress")
+    assert r.returncode == 2 and "settings.mismatch_correction: run has 'token-tis', requested 'off'" in r.stderr, r.stderr
+
+@pytest.mark.parametrize("flags,message", [
+    (["--mismatch-correction", "tis"], "argument --mismatch-correction: invalid choice: 'tis'"),
+    (["--mismatch-cap", "0.5"], "--mismatch-cap: must be a finite number ≥ 1, got 0.5"),
+    (["--mismatch-cap", "inf"], "--mismatch-cap: must be a finite number ≥ 1")])
+def test_bad_values_are_one_line(tmp_path, flags, message):
+    r = run_cli("looprl.train", "--output", tmp_path / "x", "--updates", "1", *flags)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
