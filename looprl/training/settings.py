@@ -57,12 +57,12 @@ class TrainSettings:
     loss_agg: str = "seq-mean-token-mean"
     # seq-mean-token-sum-norm's constant token count (default: --max-response-tokens)
     loss_agg_tokens: int | None = None
-    normalize_advantages: bool = True   # normalise advantages over the rollout
-    # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
-    std_advantages: bool = True
     # correct the engine/trainer mismatch: off, token-tis or seq-tis (truncated IS), token-mask or seq-mask (masked IS)
     mismatch_correction: str = "off"
     mismatch_cap: float = 2.0           # the mismatch correction's threshold C ≥ 1: weights ≤ C, or kept in [1/C, C]
+    normalize_advantages: bool = True   # normalise advantages over the rollout
+    # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
+    std_advantages: bool = True
     warmup_steps: int = 10              # linear learning-rate warm-up, in optimizer steps
     minibatches: int = 2                # optimizer steps per rollout, over disjoint parts (Flow-DPPO: its 2 halves)
     entropy_coef: float = 0.0           # entropy bonus coefficient
@@ -114,11 +114,11 @@ def validate(self: TrainSettings) -> TrainSettings:
         if not getattr(self, k) < 1: raise ValueError(f"{k}: must be < 1, got {getattr(self, k)!r}")
     if not (_finite(self.cispo_clip_low) and 0 <= self.cispo_clip_low <= 1):
         raise ValueError(f"cispo_clip_low: must be in [0, 1] (1: no lower bound), got {self.cispo_clip_low!r}")
+    if not (_finite(self.mismatch_cap) and self.mismatch_cap >= 1):
+        raise ValueError(f"mismatch_cap: must be a finite number ≥ 1, got {self.mismatch_cap!r}")
     n = self.loss_agg_tokens
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"loss_agg_tokens: must be an int ≥ 1, got {n!r}")
-    if not (_finite(self.mismatch_cap) and self.mismatch_cap >= 1):
-        raise ValueError(f"mismatch_cap: must be a finite number ≥ 1, got {self.mismatch_cap!r}")
     if n is not None and self.loss_agg != "seq-mean-token-sum-norm":
         raise ValueError(f"loss_agg_tokens: only loss_agg seq-mean-token-sum-norm reads it, not {self.loss_agg}")
     if not 0 < self.dppo_w_low <= 1 <= self.dppo_w_high:

@@ -214,6 +214,14 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen,
     the old policy."""
     s, a, m = self.s, adv[mrows], sb.mask
     agg = dict(agg=s.loss_agg, agg_norm=s.loss_agg_tokens)
+    if s.algorithm != "flow-dppo":
+        logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
+        if sb.exits is not None: logp = logp + sb.exits.exit_logprobs   # sample mode: log π(token, exit)
+        if replay is not None: replay[mrows] = logp.detach()
+    old, corr = behaviour[mrows], {}
+    if s.mismatch_correction != "off":
+        w, keep, corr = O.mismatch_weights(prox[mrows], old, m, s.mismatch_correction, s.mismatch_cap)
+        a, m, old = a * w, keep, prox[mrows]                       # DPPO: behaviour = prox, its own weight 1
     if s.algorithm == "flow-dppo":
         fr = torch.cat([frozen[i] for i in mrows]).to(logits.device)
         loss, met = O.flow_dppo_policy_loss(logits, fr, sb.actions, a, m, budget=s.flow_budget,
@@ -234,14 +242,6 @@ def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen,
 def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=None):
     "One optimizer step of the actor over `rows`; with `replay`, their replay is taken from this step's forwards."
     s, metrics = self.s, []
-    if s.algorithm != "flow-dppo":
-        logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
-        if sb.exits is not None: logp = logp + sb.exits.exit_logprobs   # sample mode: log π(token, exit)
-        if replay is not None: replay[mrows] = logp.detach()
-    old, corr = behaviour[mrows], {}
-    if s.mismatch_correction != "off":
-        w, keep, corr = O.mismatch_weights(prox[mrows], old, m, s.mismatch_correction, s.mismatch_cap)
-        a, m, old = a * w, keep, prox[mrows]                       # DPPO: behaviour = prox, its own weight 1
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         logits = response_logits(self.actor.model, sb, sb.temperature)
