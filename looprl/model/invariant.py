@@ -12,8 +12,9 @@ import torch, torch.nn.functional as F
 from .kernels import launch
 
 # %% auto #0
-__all__ = ['INTERPRETED', 'MATMUL_TILE', 'ATTENTION_TILE', 'available', 'matmul', 'attention', 'rmsnorm', 'MatmulFn', 'visible',
-           'AttentionFn', 'RMSNormFn', 'causal_positions', 'masked_attention', 'exact_forward']
+__all__ = ['INTERPRETED', 'MATMUL_TILE', 'ATTENTION_TILE', 'available', 'unavailable', 'matmul', 'attention', 'rmsnorm',
+           'MatmulFn', 'visible', 'AttentionFn', 'RMSNormFn', 'causal_positions', 'masked_attention', 'exact_kernels',
+           'exact_forward']
 
 # %% ../../nbs/01e1_invariant.ipynb #inv00005
 try:
@@ -29,6 +30,14 @@ def available(device) -> bool:
     interpreter (`TRITON_INTERPRET=1` when Triton was first imported, and while the kernels run)."""
     if triton is None: return False
     return torch.device(device).type == "cuda" or INTERPRETED
+
+def unavailable(device) -> str | None:
+    "Why the kernels cannot run on `device` (one line), or None where they can."
+    if triton is None: return ("Triton is not installed, and these kernels are Triton's (the CPU's default path is "
+                               "already exact in FP32)")
+    if available(device): return None
+    return (f"on {torch.device(device).type} they run only in Triton's CPU interpreter (TRITON_INTERPRET=1 before "
+            "Triton is first imported); use a CUDA device")
 
 # %% ../../nbs/01e1_invariant.ipynb #inv00008
 MATMUL_TILE = dict(block_m=16, block_n=64, block_k=64, num_warps=4)  # fixed for every M: the promise rests on it
@@ -225,14 +234,19 @@ def masked_attention(q, k, v, mask=None):
     return AttentionFn.apply(q, k, v, None if mask is None else causal_positions(mask))
 
 # %% ../../nbs/01e1_invariant.ipynb #inv00029
+def exact_kernels(model, on: bool = True):
+    """Put `model` (a looprl model) in exact mode, or (`on` False) take it out: the flag on the model and on each of
+    its modules whose class declares `exact`. Returns `model`; ValueError where the kernels cannot run on its device."""
+    why = unavailable(next(model.parameters()).device) if on else None
+    if why: raise ValueError(f"exact kernels: {why}")
+    for m in model.modules():
+        if hasattr(type(m), "exact"): m.exact = on
+    return model
+
 @contextmanager
 def exact_forward(model):
-    """Within the block, `model`'s (and every looprl model's) products, attentions and norms run through the
-    batch-invariant kernels, and its decode steps take the unfused path."""
-    from looprl.model import models as M     # here: `models` is to import this module when it wires the exact mode
-    saved = (M.Linear.forward, M.RMSNorm.forward, M.attention, model.fused_decode)
-    M.Linear.forward = lambda self, x: MatmulFn.apply(x, self.weight, self.bias)
-    M.RMSNorm.forward = lambda self, x: RMSNormFn.apply(x, self.weight, self.eps)
-    M.attention, model.fused_decode = masked_attention, False
+    "`model` in exact mode (`exact_kernels`) within the block, then as it was."
+    was = model.exact
+    exact_kernels(model)
     try: yield model
-    finally: M.Linear.forward, M.RMSNorm.forward, M.attention, model.fused_decode = saved
+    finally: exact_kernels(model, was)

@@ -13,9 +13,8 @@ from torch.utils.checkpoint import checkpoint
 from fastcore.basics import patch
 from .config import LoopedConfig, tiny_config, real_config
 from .registry import get_family
-from . import kernels as K
+from . import kernels as K, invariant as I
 from .rope import rope_inv_freq, rope_table, rope_interleaved, rope_half
-
 
 # %% auto #0
 __all__ = ['RMSNorm', 'KVCache', 'accumulates_fp64', 'cpu_fp64', 'Linear', 'attention', 'Ctx', 'TensorParallel', 'PlaneAttention',
@@ -26,10 +25,12 @@ __all__ = ['RMSNorm', 'KVCache', 'accumulates_fp64', 'cpu_fp64', 'Linear', 'atte
 class RMSNorm(nn.Module):
     "Root-mean-square norm computed in FP32, cast back to the input dtype, then scaled by `weight`."
     init_constants = {"weight": 1.0}        # what `init_weights` starts it at (the identity)
+    exact = False                           # exact mode: `looprl.model.invariant.rmsnorm` (`invariant.exact_kernels`)
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps, self.weight = eps, nn.Parameter(torch.ones(dim))
     def forward(self, x):
+        if self.exact: return I.RMSNormFn.apply(x, self.weight, self.eps)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)
@@ -88,14 +89,17 @@ def cpu_fp64(on: bool = True):
 class Linear(nn.Linear):
     "`nn.Linear` whose FP32 CPU products outside autograd sum in FP64 (`accumulates_fp64`): rows independent of shape."
     init_constants = {"bias": 0.0}          # what `init_weights` starts a bias at
+    exact = False                           # exact mode: `looprl.model.invariant.matmul` (`invariant.exact_kernels`)
     def forward(self, x):
         w, b = self.weight, self.bias
+        if self.exact: return I.MatmulFn.apply(x, w, b)
         if not accumulates_fp64(x, w): return F.linear(x, w, b)
         return F.linear(x.double(), w.double(), None if b is None else b.double()).float()
 
 # %% ../../nbs/01d_models.ipynb #e89b5b33
-def attention(q, k, v, mask=None):
+def attention(q, k, v, mask=None, qpos=None):
     "SDPA of q [B,H,S,D] over k, v [B,Hkv,L,D] (GQA when Hkv < H): causal, or under boolean `mask`. FP32 CPU: in FP64."
+    if qpos is not None: return I.AttentionFn.apply(q, k, v, qpos)     # exact mode: key j seen iff j ≤ qpos [B,S]
     kw = dict(attn_mask=mask, is_causal=mask is None, enable_gqa=q.shape[1] != k.shape[1])
     if not accumulates_fp64(q, k, v): return F.scaled_dot_product_attention(q, k, v, **kw)
     return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw).float()
@@ -103,10 +107,11 @@ def attention(q, k, v, mask=None):
 # %% ../../nbs/01d_models.ipynb #a3584168
 class Ctx:
     """What every attention needs during one forward: positions, RoPE cos/sin, and the cache (or None).
-    `fused`: a one-token decode step that runs the fused kernels of `looprl.model.kernels`."""
-    def __init__(self, positions, cos, sin, cache: KVCache | None = None, fused: bool = False):
+    `fused`: a one-token decode step that runs the fused kernels of `looprl.model.kernels`. `exact` (exact mode): the
+    attention reads each query's last visible key `qpos` [B,S], its position (a PrefixLM prompt raises it)."""
+    def __init__(self, positions, cos, sin, cache: KVCache | None = None, fused: bool = False, exact: bool = False):
         self.positions, self.cos, self.sin, self.cache, self.fused = positions, cos, sin, cache, fused
-        self.mask = None
+        self.mask, self.qpos = None, positions if exact else None
         if fused:               # the kernels read each row's position and angles directly
             self.pos = positions[:, 0].contiguous()
             self.cos1, self.sin1 = (t.reshape(len(positions), -1).contiguous() for t in (cos, sin))
@@ -126,10 +131,10 @@ def _attend(q, k, v, ctx: Ctx, plane: int, rope, q_bias=None, k_bias=None):
     if q_bias is not None: q, k = q + q_bias, k + k_bias
     q, k = rope(q, ctx.cos, ctx.sin), rope(k, ctx.cos, ctx.sin)
     q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    if ctx.cache is None: o = attention(q, k, v)
+    if ctx.cache is None: o = attention(q, k, v, qpos=ctx.qpos)
     else:
-        k, v = ctx.cache.write(plane, k, v, ctx.positions)
-        o = attention(q, k[:, :, :ctx.keys], v[:, :, :ctx.keys], ctx.mask)
+        k, v = ctx.cache.write(plane, k, v, ctx.positions)     # a block cache: each row's blocks gathered in order
+        o = attention(q, k[:, :, :ctx.keys], v[:, :, :ctx.keys], ctx.mask, ctx.qpos)
     return o.transpose(1, 2).flatten(2)
 
 # %% ../../nbs/01d_models.ipynb #1e407689
@@ -216,25 +221,22 @@ class LoopedLM(nn.Module):
     full_backprop: bool = False         # training forwards keep every loop's gradient (a truncated schedule off)
     recompute_every: int = 1            # with recompute: one block application in every k recomputed in backward
     compile_blocks: bool = False        # full-sequence forwards run each block through torch.compile (`compiled_block`)
+    exact: bool = False                 # exact mode: batch-invariant kernels, no fused decode, no compiled blocks
     def __init__(self, cfg: LoopedConfig, role: str = "actor"):
         super().__init__()
         if role not in ("actor", "critic"): raise ValueError(f"role must be 'actor' or 'critic', got {role!r}")
         self.cfg, self.role, self.recompute = cfg, role, False
         self.fused_decode = True     # decode steps on a GPU use looprl.model.kernels (False: the plain PyTorch path)
-
     def _head_init(self):
         E, V = self.cfg.hidden_size, self.cfg.vocab_size
         if self.role == "critic": self.value_head = Linear(E, 1, bias=False)
         else: self.lm_head = Linear(E, V, bias=False)
-
     def logits(self, h):
         "FP32 logits from final hidden states (actor)."
         return self.lm_head(h).float()
-
     def values(self, h):
         "FP32 scalar values [B,S] from final hidden states (critic)."
         return self.value_head(h).float().squeeze(-1)
-
     @property
     def family(self) -> str: return self.cfg.family
 
@@ -254,7 +256,7 @@ def _run(self: LoopedLM, block, x, ctx, plane):
     """Apply one physical block on `plane`. Full-sequence forwards go through `compiled_block` when `compile_blocks` is
     on; with recompute, one application in every `recompute_every` keeps no activations (recomputed in backward)."""
     whole = ctx.cache is None
-    run = compiled_block() if self.compile_blocks and whole else call_block
+    run = compiled_block() if self.compile_blocks and whole and not self.exact else call_block
     if self.recompute and whole and torch.is_grad_enabled() and plane % self.recompute_every == 0:
         return checkpoint(run, block, x, ctx, plane, use_reentrant=False)
     return run(block, x, ctx, plane)
@@ -268,8 +270,8 @@ def _ctx(self: LoopedLM, input_ids, positions, cache):
     if n > self.cfg.max_positions:
         raise ValueError(f"position {n - 1} is beyond the model's {self.cfg.max_positions} positions")
     cos, sin = self.rope_angles(positions, n)
-    fused = cache is not None and S == 1 and self.fused_decode and K.fused_available(input_ids.device)
-    return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused)
+    fused = cache is not None and S == 1 and self.fused_decode and not self.exact and K.fused_available(cos.device)
+    return Ctx(positions, cos[:, :, None], sin[:, :, None], cache, fused, self.exact)
 
 # %% ../../nbs/01d_models.ipynb #cf5587d8
 @patch

@@ -12,6 +12,7 @@ from fastcore.basics import patch
 from ..config import ASSETS, ConfigError, LLAMA_SIZE_KEYS, LoopedConfig, config_value, llama_fields
 from ..models import GatedMLP, Linear, LoopedDecoder, LoopedLM, PlaneAttention, attention
 from ..rope import rope_half
+from ..invariant import RMSNormFn
 from ..registry import Family
 
 # %% auto #0
@@ -65,10 +66,12 @@ TINY = {"model_type": "hrm_text", "architectures": ["HrmTextForCausalLM"],
 # %% ../../../nbs/01i_hrm_text.ipynb #94b1d8cf
 class WeightlessRMSNorm(nn.Module):
     "RMSNorm without a weight (NanoChat's): x / rms(x), computed in FP32, cast back to the input dtype."
+    exact = False               # exact mode: `looprl.model.invariant.rmsnorm` with a weight of ones (an exact scaling)
     def __init__(self, eps: float):
         super().__init__()
         self.eps = eps
     def forward(self, x):
+        if self.exact: return RMSNormFn.apply(x, x.new_ones(x.shape[-1]), self.eps)
         h = x.float()
         return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
@@ -95,7 +98,7 @@ class GatedAttention(PlaneAttention):
         if ctx.cache is not None:
             k, v = ctx.cache.write(plane, k, v, ctx.positions)
             k, v = k[:, :, :ctx.keys], v[:, :, :ctx.keys]
-        o = attention(q, k, v, ctx.mask).transpose(1, 2).flatten(2)      # ctx.mask None: causal
+        o = attention(q, k, v, ctx.mask, ctx.qpos).transpose(1, 2).flatten(2)      # ctx.mask None: causal
         return self.output(torch.sigmoid(self.gate_proj(x)) * o)
 
 # %% ../../../nbs/01i_hrm_text.ipynb #9f028493
@@ -152,6 +155,8 @@ def forward(self: HrmTextLM, input_ids, positions=None, latents=None, cache=None
     ctx = self._ctx(input_ids, positions, cache)
     if self.prefix_lm and prompt_lens is not None and not ctx.fused:
         ctx.mask = prefix_mask(ctx.positions, ctx.keys if cache is not None else input_ids.shape[1], prompt_lens)
+        # exact mode: a prompt position sees the whole prompt (keys 0…P−1), a later one the keys up to its own
+        if ctx.qpos is not None: ctx.qpos = torch.maximum(ctx.positions, prompt_lens[:, None] - 1)
     z_H = self.embed(input_ids)
     z_L = self.model.z_L_init.to(z_H.dtype).expand_as(z_H)
     n, L = self.shape["layers"], self.shape["L_cycles"]
