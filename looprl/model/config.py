@@ -7,13 +7,15 @@ Docs: https://looprl.github.io/looprl/config.html.md"""
 # %% ../../nbs/01a_config.ipynb #e3ac0340
 from __future__ import annotations
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from .registry import FamilyError, family_names, get_family
 
 # %% auto #0
 __all__ = ['LLAMA_SIZE_KEYS', 'ASSETS', 'ConfigError', 'LoopedConfig', 'config_value', 'token_ids', 'llama_fields',
-           'config_from_dict', 'load_config', 'real_presets', 'real_config', 'tiny_config', 'preset_config', 'at_depth']
+           'config_from_dict', 'load_config', 'real_presets', 'real_config', 'tiny_config', 'preset_config', 'at_depth',
+           'running_at']
 
 # %% ../../nbs/01a_config.ipynb #a2b4f219
 class ConfigError(ValueError):
@@ -169,3 +171,16 @@ def at_depth(cfg: LoopedConfig, depth: int | None, src: str | None = None) -> Lo
         raise ConfigError(f"{where}family {cfg.family!r} runs only at its own depth ({fam.depth_key} {cfg.depth}), "
                           f"not {depth}: {fam.fixed_depth}")
     return config_from_dict({**cfg.raw, fam.depth_key: depth}, f"{src or cfg.family} at depth {depth}")
+
+# %% ../../nbs/01a_config.ipynb #f423b163
+@contextmanager
+def running_at(depth: int | None, *holders):
+    """For the block, each of `holders` (anything with a `.cfg`: a model, an engine) holds its configuration at `depth`
+    (`at_depth`; None or its own depth: unchanged), then its own again."""
+    old = [h.cfg for h in holders]
+    try:
+        for h, c in zip(holders, old): h.cfg = at_depth(c, depth)
+        yield
+    finally:
+        for h, c in zip(holders, old): h.cfg = c
+

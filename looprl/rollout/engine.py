@@ -22,6 +22,7 @@ from .records import Request, Completion, check_requests
 from .sampling import sample_tokens, processed_logprobs
 from .publication import Publication, PublicationError
 from .exits import exit_run
+from .depth_sampler import serve_depths
 from .batching import BlockKV, Scheduler, adaptive_exits, check_batching, make_completion, prompt_batch
 
 # %% auto #0
@@ -45,8 +46,11 @@ class Engine:
                  max_len: int | None = None, cuda_graphs: bool | None = None, model_revision: str | None = None,
                  engine_revision: str | None = None,
                  graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), batching: str | None = None,
-                 block_size: int = 16, kv_blocks: int | None = None):
+                 block_size: int = 16, kv_blocks: int | None = None, max_depth: int | None = None):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
+        # KV planes for every depth up to `max_depth` (requests at other depths: `generate`); default its own only
+        self.plane_cfg = at_depth(cfg, max(max_depth or cfg.depth, cfg.depth))
+        self.max_depth, self._depth_graphs = self.plane_cfg.depth, {}
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError(f"cuda_graphs=True needs a CUDA device, got {self.device}")
         self.max_batch, self.max_len = max_batch, max_len or cfg.max_positions
@@ -61,15 +65,16 @@ class Engine:
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
         static, have = batching == "static", _memory_available(self.device)
-        need = KVCache.nbytes_for(cfg, max_batch, self.max_len, dtype) if static else \
-            (blocks + 1) * BlockKV.block_bytes(cfg, block_size, dtype)
+        pcfg = self.plane_cfg
+        need = KVCache.nbytes_for(pcfg, max_batch, self.max_len, dtype) if static else \
+            (blocks + 1) * BlockKV.block_bytes(pcfg, block_size, dtype)
         if need > have:
-            raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {cfg.kv_planes} planes "
+            raise ValueError(f"a KV cache of {max_batch} rows × {self.max_len} positions × {pcfg.kv_planes} planes "
                              + ("" if static else f"in {blocks} blocks of {block_size} positions ")
                              + f"needs {need / 2**30:.1f} GiB, more than the {have / 2**30:.1f} GiB available on "
                              f"{self.device}: lower max_batch or max_len" + ("" if static else " (or kv_blocks)"))
-        self.cache = KVCache(cfg, max_batch, self.max_len, dtype, self.device) if static else \
-            BlockKV(cfg, max_batch, self.max_len, block_size, blocks, dtype, self.device)
+        self.cache = KVCache(pcfg, max_batch, self.max_len, dtype, self.device) if static else \
+            BlockKV(pcfg, max_batch, self.max_len, block_size, blocks, dtype, self.device)
         self._exit_cache = None           # continuous batching: the contiguous cache of batches with adaptive exits
         self.model_revision = model_revision if model_revision is not None else cfg.revision
         self.engine_revision = engine_revision if engine_revision is not None else f"looprl-engine-{looprl.__version__}"
@@ -194,7 +199,7 @@ def _rows_cache(self: Engine) -> KVCache:
     """The contiguous cache static batches run over: the engine's own (static batching) or, under continuous batching,
     one made on first use for batches with adaptive exits (`looprl.rollout.exits` reads contiguous planes)."""
     if self.batching == "static": return self.cache
-    if self._exit_cache is None: self._exit_cache = KVCache(self.cfg, self.max_batch, self.max_len, self.dtype,
+    if self._exit_cache is None: self._exit_cache = KVCache(self.plane_cfg, self.max_batch, self.max_len, self.dtype,
                                                             self.device)
     return self._exit_cache
 
@@ -283,10 +288,11 @@ def _generate_batch(self: Engine, reqs: list[Request]) -> list[Completion]:
 def generate(self: Engine, requests: Sequence[Request]) -> list[Completion]:
     """Completions for `requests`, in order, under the committed publication: by continuous batching (the CPU's default,
     `looprl.rollout.batching`), or in static batches of up to `max_batch` (`batching="static"`, a GPU's default, and
-    any call with adaptive exits)."""
+    any call with adaptive exits); requests at other depths than the engine's: each depth's in turn (`serve_depths`)."""
     self._check_ready()
     requests = list(requests)
-    check_requests(requests, self.cfg, self.max_len)
+    check_requests(requests, self.cfg, self.max_len, self.max_depth)
+    if any(r.depth not in (None, self.cfg.depth) for r in requests): return serve_depths(self, requests, self.generate)
     if self.batching == "continuous" and not adaptive_exits(requests): return Scheduler(self, requests).run()
     out = []
     for i in range(0, len(requests), self.max_batch): out += self._generate_batch(requests[i:i + self.max_batch])

@@ -29,6 +29,7 @@ class Request:
     # Ouro's adaptive exit (looprl.rollout.exits): leave the loop at cumulative exit probability ≥ q
     exit_threshold: float = 1.0
     exit_mode: str = "threshold" # or sample: at a level drawn in (0, q] from the completion's seed
+    depth: int | None = None     # loops to run it at (None: the engine's own depth; else a depth sampler's draw)
 
 # %% ../../nbs/02a_records.ipynb #9e6cf968
 def _int(x):
@@ -36,8 +37,9 @@ def _int(x):
     return operator.index(x)
 
 # %% ../../nbs/02a_records.ipynb #267a897a
-def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int):
-    "Refuse the first invalid request with a ValueError that names its index and field."
+def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int, max_depth: int | None = None):
+    """Refuse the first invalid request with a ValueError that names its index and field. `max_depth`: the deepest
+    loop count the engine's KV planes hold (None: it serves its own depth only)."""
     V = cfg.vocab_size
     for i, r in enumerate(requests):
         at = f"request {i}"
@@ -61,6 +63,14 @@ def check_requests(requests: Sequence[Request], cfg: LoopedConfig, max_len: int)
         except ValueError as e: raise ValueError(f"{at}: {e}") from None
         if rule.adaptive and cfg.family != "ouro":
             raise ValueError(f"{at}: exit_threshold/exit_mode: adaptive exit is Ouro's, not {cfg.family}'s")
+        d, top = r.depth, max_depth or cfg.depth
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= top):
+            raise ValueError(f"{at}: depth must be None or an int in [1, {top}] (the loop counts this engine's KV "
+                             f"planes hold), got {d!r}")
+        if d not in (None, cfg.depth) and max_depth is None:
+            raise ValueError(f"{at}: depth {d}: this engine serves its own depth ({cfg.depth}) only")
+        if d not in (None, cfg.depth) and rule.adaptive:
+            raise ValueError(f"{at}: depth {d}: adaptive exit runs at the engine's own depth ({cfg.depth})")
         P = len(r.prompt_ids)
         if P + n > max_len:
             raise ValueError(f"{at}: prompt of {P} tokens + max_new_tokens {n} = {P + n} positions exceeds the "

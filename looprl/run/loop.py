@@ -8,6 +8,7 @@ Docs: https://looprl.github.io/looprl/loop.html.md"""
 from __future__ import annotations
 import hashlib, json, shutil, signal, sys, threading, time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 import torch
 from .logs import RunLogs
@@ -15,6 +16,7 @@ from ..core.cli import UsageError          # bad input: one line, exit status 2 
 from ..tasks.data import PromptCursor, decode_text
 from ..model.latents import check_trace, TraceMismatch
 from ..rollout.exits import ExitRule
+from ..rollout.depth_sampler import parse_depth_sampler, draw_depth
 from ..rollout.records import Request, Completion, Rollout
 from ..tasks.reward_specs import RewardError
 from ..tasks.prompting import CHAT_FILE_NAMES, grade, graded_text, thinking_metrics
@@ -54,7 +56,8 @@ def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> 
                                 max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
                                 stop_ids=tuple(p.cfg.eos_token_ids), exit_threshold=o.rollout.exit_threshold,
                                 exit_mode=o.rollout.exit_mode))
-    return reqs
+    sampler = parse_depth_sampler(o.rollout.depth_sampler)    # each completion's depth, drawn from its seed
+    return reqs if sampler.fixed else [replace(r, depth=draw_depth(sampler, r.seed)) for r in reqs]
 
 # %% ../../nbs/04k_loop.ipynb #46733ed6
 def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], version: int, digest: str):
@@ -70,7 +73,8 @@ def check_rollout(p: Prepared, reqs: list[Request], comps: list[Completion], ver
                                f"{version}")
         if len(c.logprobs) != len(c.tokens):
             raise RuntimeError(f"completion {i}: {len(c.logprobs)} log-probs for {len(c.tokens)} tokens")
-        check_trace(tr, family=p.cfg.family, depth=p.cfg.depth, model_revision=p.contract["model"]["revision"],
+        check_trace(tr, family=p.cfg.family, depth=r.depth or p.cfg.depth,      # a depth sampler's draw, or the run's
+                    model_revision=p.contract["model"]["revision"],
                     engine_revision=p.contract["engine_revision"], environment=p.contract["environment"],
                     adaptive=ExitRule(r.exit_threshold, r.exit_mode).adaptive)
 
@@ -278,12 +282,14 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
     """The trainer and the engine, placed as the options say (a new run that cannot be placed leaves no directory
     behind)."""
     o, s, dev = p.opts, p.settings, "cuda" if p.opts.device == "cuda" else "cpu"
-    trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed)
+    trainer = dict(model_dir=str(o.model_dir), settings=s, device=dev, seed=o.seed,
+                   **({} if o.depth is None else dict(depth=o.depth)))     # --depth: one torch trainer process
     engine = dict(model_dir=str(o.model_dir), dtype=str(s.dtype).removeprefix("torch."), device=dev,
                   max_batch=o.engine_rows,
                   max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens, engine=o.rollout.engine,
                   cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"],
-                  engine_revision=p.contract["engine_revision"], threads=o.trainer.threads)
+                  engine_revision=p.contract["engine_revision"], threads=o.trainer.threads, depth=o.depth,
+                  max_depth=parse_depth_sampler(o.rollout.depth_sampler).max_depth(p.cfg.depth))
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
                           ray_address=None if o.ray_address in (None, "local") else o.ray_address,
                           train_env_vars=o.train_env_vars, trainer_processes=o.trainer_processes,

@@ -23,6 +23,7 @@ from .logs import LOG_TARGETS, check_log_targets
 import torch
 from ..rollout.engines import ENGINES
 from ..rollout.exits import EXIT_MODES, ExitRule, check_exit_rule
+from ..rollout.depth_sampler import parse_depth_sampler
 
 # %% auto #0
 __all__ = ['NESTED', 'TRANSPORT_NAMES', 'SETTING_CHOICES', 'NOT_STORED', 'RolloutSettings', 'RunOptions', 'default_workers',
@@ -48,6 +49,9 @@ class RolloutSettings:
     exit_threshold: float = 1.0
     # Ouro's exit: threshold (at q), or sample (a level in (0, q] drawn per token)
     exit_mode: str = "threshold"
+    # each completion's depth, drawn from its seed: fixed (the run's --depth), uniform:LO:HI, uniform:A,B,C, or
+    # lognormal-poisson:MEAN[:MAX] (Huginn's pretraining draw, capped at MAX, default 3 × MEAN)
+    depth_sampler: str = "fixed"
 
 # %% ../../nbs/04f_options.ipynb #237ff338
 @dataclass
@@ -55,6 +59,7 @@ class RunOptions:
     "Everything a user can ask of a run: the run's own settings, and the rollout's, prompts' and trainer's as fields."
     output: str                           # run directory (default runs/<algorithm>)
     model: str | None = None              # checkpoint directory (default: the embedded tiny Huginn)
+    depth: int | None = None              # loops to run the model at (default: its config's; see the family registry)
     data: str | None = None               # JSONL with string 'prompt' and 'label' (default: the embedded prompts)
     updates: int = 40                     # number of updates; with --resume, a larger number extends the run
     seed: int = 42                        # run seed
@@ -201,6 +206,8 @@ def validate(self: RolloutSettings) -> RolloutSettings:
           f"--cuda-graphs: must be true, false or unset, got {self.cuda_graphs!r}")
     try: check_exit_rule(self.exit_threshold, self.exit_mode)
     except ValueError as e: raise as_flag_error(e) from None
+    try: parse_depth_sampler(self.depth_sampler)
+    except ValueError as e: raise UsageError(str(e)) from None
     return self
 
 # %% ../../nbs/04f_options.ipynb #77eef758
@@ -270,6 +277,18 @@ def check_exits(self: RunOptions):
           "torch")
     check(not (r.exit_mode == "sample" and self.algorithm == "flow-dppo"),
           "--exit-mode sample: Flow-DPPO's gate has no exit term; use ppo, grpo, dppo, gspo or cispo")
+    check(r.depth_sampler == "fixed", "--depth-sampler: adaptive exit runs at one depth; use --depth-sampler fixed")
+
+@patch
+def check_depth(self: RunOptions):
+    "--depth and --depth-sampler with what can serve and replay another depth (the family: `prepare.prepare`)."
+    if self.depth is not None: check_count("depth", self.depth)
+    if self.depth is None and self.rollout.depth_sampler == "fixed": return
+    flag = "--depth" if self.rollout.depth_sampler == "fixed" else "--depth-sampler"
+    check(self.rollout.engine == "native", f"{flag}: the {self.rollout.engine} engine serves the config's depth; "
+          "use --engine native")
+    check(self.trainer.backend == "torch" and self.trainer_processes == 1,
+          f"{flag}: one torch trainer process replays other depths (not --backend megatron or --trainer-processes)")
 
 
 # %% ../../nbs/04f_options.ipynb #8c3b5c8b
@@ -301,7 +320,7 @@ def validate(self: RunOptions) -> RunOptions:
     check(isinstance(self.train_env_vars, dict), "--train-env-vars: must be a JSON object")
     check_log_targets(self.log_to)
     self.check_rollout_size(); self.check_device_settings()
-    self.check_trainer_processes(); self.check_exits()
+    self.check_trainer_processes(); self.check_exits(); self.check_depth()
     if self.async_: check(not (why := async_unsupported(self)), why)
     check(self.async_ or not self.engine_thread, "--engine-thread: places the engine of an --async run; add --async")
     return self

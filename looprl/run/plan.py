@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 from ..core.cli import UsageError
-from ..model.config import LoopedConfig, load_config
+from ..model.config import LoopedConfig, load_config, at_depth
+from ..rollout.depth_sampler import parse_depth_sampler
 from ..core.state import latest_checkpoint, CHECKPOINTS
 from ..training.settings import CRITIC_FREE
 
@@ -304,7 +305,13 @@ def fit_prepared(p):
     "(`p` with the settings that fit, its plan); a run that cannot fit is refused with `UsageError`."
     import json
     from dataclasses import asdict
-    new, pl, changes = fit_options(p.opts, p.cfg)
+    # the deepest depth the run serves sizes the engine's KV planes and the replay (looprl.rollout.depth_sampler)
+    deepest = parse_depth_sampler(p.opts.rollout.depth_sampler).max_depth(p.cfg.depth)
+    try: new, pl, changes = fit_options(p.opts, at_depth(p.cfg, max(deepest, p.cfg.depth)))
+    except UsageError as e:
+        if p.opts.depth is None and p.opts.rollout.depth_sampler == "fixed": raise
+        raise UsageError(f"{e}; or a smaller --depth / --depth-sampler (the run serves up to {deepest} loops)") \
+            from None
     if not changes: return p, pl
     print(plan_line(new, pl, changes), file=sys.stderr)
     s = replace(p.settings, recompute=new.trainer.recompute, recompute_every=new.trainer.recompute_every,

@@ -13,7 +13,8 @@ import torch
 from .. import __version__
 from ..core.cli import UsageError, check_output
 from ..core.state import CHECKPOINTS, LATEST
-from ..model.config import load_config, LoopedConfig, ConfigError
+from ..model.config import load_config, LoopedConfig, ConfigError, at_depth
+from ..rollout.depth_sampler import parse_depth_sampler
 from ..model.hf import checkpoint_sha256, checkpoint_files, CheckpointError
 from ..model.latents import environment_fingerprint
 from ..model.megatron import check_backend
@@ -29,7 +30,7 @@ from ..training.settings import TrainSettings
 # %% auto #0
 __all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'Prepared', 'thinking_of',
            'default_precision', 'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths',
-           'run_contract', 'prepare']
+           'check_depth_of', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -185,6 +186,18 @@ def check_lengths(o: RunOptions, cfg: LoopedConfig):
           f"--max-prompt-tokens {r.max_prompt_tokens} + --max-response-tokens {r.max_response_tokens} = {n} tokens: "
           f"the model has {cfg.max_positions} positions ({o.model_dir / 'config.json'})")
 
+# %% ../../nbs/04g_prepare.ipynb #61ab8f81
+def check_depth_of(o: RunOptions, cfg: LoopedConfig) -> LoopedConfig:
+    "The run's configuration at --depth (its own without), or one line naming --depth or --depth-sampler."
+    src = str(o.model_dir)
+    try: cfg = at_depth(cfg, o.depth, src)
+    except ConfigError as e: raise UsageError(f"--depth: {e}") from None
+    s = parse_depth_sampler(o.rollout.depth_sampler)
+    try:
+        for d in s.values or ((1, s.cap) if s.cap else ()): at_depth(cfg, d, src)
+    except ConfigError as e: raise UsageError(f"--depth-sampler {o.rollout.depth_sampler}: {e}") from None
+    return cfg
+
 # %% ../../nbs/04g_prepare.ipynb #e0e50531
 def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, model_sha: str, rows: list,
                  prompt: dict | None = None) -> dict:
@@ -199,7 +212,8 @@ def run_contract(o: RunOptions, cfg: LoopedConfig, settings: TrainSettings, mode
         data=dict(sha256=file_sha256(o.data_path), rows=len(rows), max_prompt_tokens=r.max_prompt_tokens),
         rollout=dict(batch_size=o.prompts_per_update, n_samples_per_prompt=o.group_size,
                      max_response_tokens=r.max_response_tokens, temperature=r.temperature,
-                     **exit_contract(r.exit_threshold, r.exit_mode, cfg.family)),
+                     **exit_contract(r.exit_threshold, r.exit_mode, cfg.family),
+                     **({} if r.depth_sampler == "fixed" else dict(depth_sampler=r.depth_sampler))),
         device=o.device, environment=environment_fingerprint(settings.dtype),
         trainer_processes=o.trainer_processes, tensor_parallel=o.tensor_parallel, **{"async": o.async_},
         **(prompt or {}))
@@ -214,6 +228,7 @@ def prepare(o: RunOptions) -> Prepared:
     # an engine this environment cannot start is refused before any work
     engine_class(o.rollout.engine, o.device)
     cfg, model_sha, tok = _load_model(o)
+    cfg = check_depth_of(o, cfg)
     check_lengths(o, cfg)
     if o.model_revision is not None and cfg.revision is not None and o.model_revision != cfg.revision:
         raise UsageError(f"--model-revision: {o.model_revision} does not match the checkpoint's revision "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json, os
 from pathlib import Path
 import torch
-from ..model.config import load_config
+from ..model.config import load_config, at_depth
 from ..training.trainer import build_trainer
 from ..training.settings import TrainSettings
 from ..core.state import save_trainer_state, fault_point, seed_everything
@@ -42,14 +42,16 @@ def nested_state_digest(state) -> str:
 class TrainerWorker:
     "Owns the actor/critic learners on the training device."
     def __init__(self, model_dir: str, settings: TrainSettings, device: str = "cpu", env_vars: dict | None = None,
-                 seed: int = 0):
+                 seed: int = 0, depth: int | None = None):
         os.environ.update(env_vars or {})
         self.model_dir = model_dir
         s = settings
         if s.backend == "megatron":       # Megatron-core is imported for this backend only
             from looprl.training.megatron_trainer import build_megatron_trainer as build
         else: build = build_trainer
-        self.trainer = build(model_dir, s, device)
+        # --depth: the models at that loop count (the torch backend; looprl.run.options refuses the others)
+        at = {} if depth is None else dict(cfg=at_depth(load_config(model_dir), depth, model_dir))
+        self.trainer = build(model_dir, s, device, **at)
         seed_everything(seed)      # generators start from the run seed once the models are built, wherever this runs
 
     def ready(self): return True
@@ -92,13 +94,15 @@ class EngineWorker:
     device."""
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
                  cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None,
-                 threads: int = 1, engine: str = "native"):
+                 threads: int = 1, engine: str = "native", depth: int | None = None, max_depth: int | None = None):
         from looprl.rollout.engines import engine_class
         if threads: torch.set_num_threads(threads)
         make = engine_class(engine, device)
         if cuda_graphs and engine != "native": raise ValueError(f"cuda_graphs: the {engine} engine has no CUDA graphs")
-        extra = dict(cuda_graphs=cuda_graphs) if engine == "native" else {}
-        self.engine = make(load_config(model_dir), device=device, dtype=getattr(torch, dtype), max_batch=max_batch,
+        extra = dict(cuda_graphs=cuda_graphs, max_depth=max_depth) if engine == "native" else {}
+        # at --depth, with KV planes for the deepest depth a depth sampler draws (`max_depth`)
+        cfg = at_depth(load_config(model_dir), depth, model_dir)
+        self.engine = make(cfg, device=device, dtype=getattr(torch, dtype), max_batch=max_batch,
                            max_len=max_len, model_revision=model_revision, engine_revision=engine_revision, **extra)
 
     def ready(self): return True

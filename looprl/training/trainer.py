@@ -17,13 +17,15 @@ from . import objectives as O
 from ..core.state import save_trainer_state, load_trainer_state
 from ..rollout.records import Rollout
 from ..rollout.exits import replay_exits, exit_metrics
+from ..rollout.depth_sampler import row_depths
+from ..model.config import running_at
 from fastcore.basics import patch
 from .settings import TrainSettings
 from .learner import Learner
 
 # %% auto #0
-__all__ = ['SequenceBatch', 'replay_latents', 'response_hidden', 'response_logits', 'response_logprobs', 'response_values',
-           'Trainer', 'rollout_parts', 'merge_step_metrics', 'native_start', 'build_trainer']
+__all__ = ['SequenceBatch', 'replay_latents', 'response_hidden', 'hidden_by_depth', 'response_logits', 'response_logprobs',
+           'response_values', 'Trainer', 'rollout_parts', 'merge_step_metrics', 'native_start', 'build_trainer']
 
 # %% ../../nbs/03d_trainer.ipynb #808b48e6
 @dataclass
@@ -37,9 +39,11 @@ class SequenceBatch:
     temperature: float         # the temperature the rows were sampled at: logits are divided by it
     # looprl.rollout.exits.ExitReplay: the recorded exits of Ouro's adaptive exit (None: full depth)
     exits: object = None
+    depths: list | None = None # each row's depth, drawn by a depth sampler (None: every row at the model's own)
 
     @classmethod
-    def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu", exits=None):
+    def from_rollout(cls, prompt_ids, response_ids, seeds, *, temperature: float, device="cpu", exits=None,
+                     depths=None):
         N = len(prompt_ids)
         lens = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
         S, R = max(lens), max(max(len(r) for r in response_ids), 1)
@@ -50,7 +54,7 @@ class SequenceBatch:
             pred[i] = (len(p) - 1 + torch.arange(R)).clamp(max=S - 1)
             act[i, :len(r)] = torch.tensor(list(r), dtype=torch.long); mask[i, :len(r)] = 1
         return cls(ids.to(device), pred.to(device), act.to(device), mask.to(device), torch.tensor(lens, device=device),
-                   list(seeds), float(temperature), exits)
+                   list(seeds), float(temperature), exits, depths)
 
     def rows(self, idx):
         "The sub-batch of rows `idx`, trimmed to its longest sequence."
@@ -58,7 +62,8 @@ class SequenceBatch:
         S = int(self.lengths[idx].max())
         return SequenceBatch(self.ids[idx, :S], self.pred_idx[idx].clamp(max=S - 1), self.actions[idx], self.mask[idx],
                              self.lengths[idx], [self.seeds[i] for i in idx], self.temperature,
-                             None if self.exits is None else self.exits.rows(idx, S))
+                             None if self.exits is None else self.exits.rows(idx, S),
+                             None if self.depths is None else [self.depths[i] for i in idx])
 
 # %% ../../nbs/03d_trainer.ipynb #f9219534
 def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
@@ -70,11 +75,25 @@ def replay_latents(model: LoopedLM, b: SequenceBatch, dtype, device):
 def response_hidden(model: LoopedLM, b: SequenceBatch):
     "Final hidden states at the positions that predict each response token: [n, R, E]."
     if b.exits is not None: return b.exits.hidden(model, b)      # looprl.rollout.exits: the recorded exit depths
+    if b.depths is not None: return hidden_by_depth(model, b)     # looprl.rollout.depth_sampler: each row's own depth
     p = next(model.parameters())
     # PrefixLM: the prompt both ways
     kw = dict(prompt_lens=b.pred_idx[:, 0] + 1) if getattr(model, "prefix_lm", False) else {}
     h = model(b.ids, latents=replay_latents(model, b, p.dtype, p.device), **kw)
     return h.gather(1, b.pred_idx[..., None].expand(-1, -1, h.shape[-1]))
+
+# %% ../../nbs/03d_trainer.ipynb #711edb2f
+def hidden_by_depth(model: LoopedLM, b: SequenceBatch):
+    "`response_hidden` with each row of `b` at its own depth `b.depths[i]`: one forward per depth, rows in place."
+    by = {}
+    for i, d in enumerate(b.depths): by.setdefault(d, []).append(i)
+    parts, order = [], []
+    for d, rows in by.items():
+        sb = b.rows(rows); sb.depths = None
+        with running_at(d, model): parts.append(response_hidden(model, sb))
+        order += rows
+    inv = torch.empty(len(order), dtype=torch.long); inv[torch.tensor(order)] = torch.arange(len(order))
+    return torch.cat(parts)[inv.to(parts[0].device)]
 
 # %% ../../nbs/03d_trainer.ipynb #cecc9e13
 def response_logits(actor: LoopedLM, b: SequenceBatch, temperature: float):
@@ -313,8 +332,9 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     "Learn from one `Rollout` (its completions in group order). Returns metrics and per-token records."
     s = self.s
     exits = replay_exits(rollout, self.cfg.depth, self.device)          # None unless Ouro's tokens left the loop early
+    depths = None if exits is not None else row_depths(rollout.depths, self.cfg.depth)    # a depth sampler's draws
     b = SequenceBatch.from_rollout(rollout.prompt_ids, rollout.response_ids, rollout.seeds,
-                               temperature=rollout.temperature, device=self.device, exits=exits)
+                               temperature=rollout.temperature, device=self.device, exits=exits, depths=depths)
     behaviour = torch.zeros_like(b.mask)
     for i, lp in enumerate(rollout.logprobs): behaviour[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
     rewards = torch.tensor(rollout.rewards, dtype=torch.float32, device=self.device)
