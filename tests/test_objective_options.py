@@ -1,4 +1,5 @@
-"""The objective options as runs: the mismatch correction (--mismatch-correction, --mismatch-cap). Each: a
+"""The objective options as runs: the mismatch correction (--mismatch-correction, --mismatch-cap) and the KL penalty
+to the reference policy (--kl-coef, --kl-estimator). Each: a
 hand-computed example, resume equality in fresh processes (3 uninterrupted updates vs --stop-after 2 then --resume)
 with a twin that sees the option at work (the same run without it ends with other weights), older contracts resume,
 and bad values are refused in one line with exit 2."""
@@ -77,9 +78,42 @@ def test_mismatch_correction_resumes_exactly_and_acts(shipped, arithmetic, tmp_p
     assert "mismatch_weight_mean" not in updates(twin)[0]
     assert_option_acts(a, twin)
 
+# --- the KL penalty to the reference policy --------------------------------------------------------------------------
+
+def test_kl_penalty_by_hand():
+    "π = (1/2, 1/4), π_ref = (1/4, 1/2): k1 = (ln 2, −ln 2), gradient 1; k3 = (ln 2 − 1/2, 1 − ln 2), gradient 1 − π_ref/π."
+    from looprl.training.objectives import kl_penalty
+    lp = torch.log(torch.tensor([[.5, .25, .9]])).requires_grad_()
+    ref, mask = torch.log(torch.tensor([[.25, .5, 0.]])), torch.tensor([[1, 1, 0]])
+    k1, k3 = kl_penalty(lp, ref, mask, "k1"), kl_penalty(lp, ref, mask, "k3")
+    ln2 = math.log(2)
+    assert torch.allclose(k1, torch.tensor([[ln2, -ln2, 0.]])) and torch.allclose(k3, torch.tensor([[ln2 - .5, 1 - ln2, 0.]]))
+    g1, = torch.autograd.grad(k1.sum(), lp); g3, = torch.autograd.grad(k3.sum(), lp)
+    assert torch.allclose(g1, torch.tensor([[1., 1., 0.]])) and torch.allclose(g3, torch.tensor([[.5, -1., 0.]]))
+    # twin: the reversed KL's k3 (x = log π − log π_ref) gives other values
+    assert not torch.allclose(kl_penalty(ref, lp.detach(), mask, "k3"), k3.detach())
+
+KL = {"grpo-k3": ["--algorithm", "grpo", "--kl-coef", "0.5"],
+      "cispo-k1": ["--algorithm", "cispo", "--kl-coef", "0.5", "--kl-estimator", "k1"]}
+
+@pytest.mark.parametrize("name", list(KL))
+def test_kl_penalty_resumes_exactly_and_acts(shipped, arithmetic, tmp_path, name):
+    """The reference (the initial weights) is rebuilt on resume: resumed equals uninterrupted; the first step's KL is 0
+    (the policy is the reference, up to the replay's FP64 products), later ones are not; twin: the same run without the penalty learns otherwise."""
+    m, args = shipped["huginn_raven"], KL[name]
+    a, _ = straight_and_resumed(m, arithmetic, tmp_path, *args)
+    ua = updates(a)
+    assert abs(ua[0]["step0_ref_kl"]) < 1e-6 and all(u["ref_kl"] != 0 for u in ua[1:]), [u["ref_kl"] for u in ua]
+    settings = json.loads((a / "run.json").read_text())["contract"]["settings"]
+    assert (settings["kl_coef"], settings["kl_estimator"]) == (0.5, "k1" if "k1" in name else "k3")
+    twin = tmp_path / "twin"
+    r = train(m, arithmetic, twin, *args[:2]); assert r.returncode == 0, r.stderr
+    assert "ref_kl" not in updates(twin)[0]
+    assert_option_acts(a, twin)
+
 # --- every option: older contracts and bad values -------------------------------------------------------------------
 
-NEW_SETTINGS = ("mismatch_correction", "mismatch_cap")
+NEW_SETTINGS = ("mismatch_correction", "mismatch_cap", "kl_coef", "kl_estimator")
 
 def test_a_contract_from_before_these_options_resumes(shipped, arithmetic, tmp_path):
     "A run recorded before these settings existed resumes; twin: a stored value that differs from the request is refused."
@@ -102,7 +136,11 @@ def test_a_contract_from_before_these_options_resumes(shipped, arithmetic, tmp_p
 @pytest.mark.parametrize("flags,message", [
     (["--mismatch-correction", "tis"], "argument --mismatch-correction: invalid choice: 'tis'"),
     (["--mismatch-cap", "0.5"], "--mismatch-cap: must be a finite number ≥ 1, got 0.5"),
-    (["--mismatch-cap", "inf"], "--mismatch-cap: must be a finite number ≥ 1")])
+    (["--mismatch-cap", "inf"], "--mismatch-cap: must be a finite number ≥ 1"),
+    (["--kl-coef", "-0.1"], "--kl-coef: must be a finite number ≥ 0, got -0.1"),
+    (["--kl-coef", "nan"], "--kl-coef: must be a finite number ≥ 0"),
+    (["--kl-estimator", "k2"], "argument --kl-estimator: invalid choice: 'k2'"),
+    (["--kl-coef", "0.1", "--backend", "megatron"], "--kl-coef: the torch backend keeps the reference policy")])
 def test_bad_values_are_one_line(tmp_path, flags, message):
     r = run_cli("looprl.train", "--output", tmp_path / "x", "--updates", "1", *flags)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr

@@ -78,6 +78,7 @@ def memory_items(cfg: LoopedConfig, o, counts: dict | None = None) -> dict:
     reused = max(counts[r]["reused"] for r in (("actor",) if o.algorithm in CRITIC_FREE else ("actor", "critic")))
     trainer["gradient sums of reused weights"] = (2 if prec == "fp16" else 4) * reused   # during the backward
     wb = 2 if prec == "fp16" else 4
+    if o.trainer.kl_coef: trainer["reference weights"] = wb * counts["actor"]["params"]   # the KL penalty's frozen copy
     engine = {"engine weights": wb * counts["actor"]["params"],
               "engine KV cache": KVCache.nbytes_for(cfg, o.engine_rows, seq,
                                                     torch.float16 if prec == "fp16" else torch.float32)}

@@ -11,10 +11,10 @@ from ..rollout.sampling import chunked_logsumexp, selected_logprobs, vocab_spans
 
 
 # %% auto #0
-__all__ = ['AGGREGATIONS', 'MISMATCH_CORRECTIONS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate', 'gae',
-           'grpo_advantages', 'ppo_policy_loss', 'dppo_policy_loss', 'gspo_policy_loss', 'cispo_policy_loss',
-           'mismatch_weights', 'categorical_kl', 'token_entropy', 'entropy_from_logits', 'flow_dppo_policy_loss',
-           'flow_dppo_halves', 'value_loss']
+__all__ = ['AGGREGATIONS', 'MISMATCH_CORRECTIONS', 'KL_ESTIMATORS', 'masked_sum', 'masked_mean', 'masked_whiten', 'aggregate',
+           'gae', 'grpo_advantages', 'ppo_policy_loss', 'dppo_policy_loss', 'gspo_policy_loss', 'cispo_policy_loss',
+           'mismatch_weights', 'kl_penalty', 'categorical_kl', 'token_entropy', 'entropy_from_logits',
+           'flow_dppo_policy_loss', 'flow_dppo_halves', 'value_loss']
 
 # %% ../../nbs/03a_objectives.ipynb #8922a146
 def _valid(mask: torch.Tensor) -> torch.Tensor: return mask if mask.dtype == torch.bool else mask != 0
@@ -223,6 +223,16 @@ def mismatch_weights(logp_trainer, logp_engine, mask, mode: str = "token-tis", c
     w = torch.where(keep, lr.clamp(max=log_cap).exp(), zero)
     name = "mismatch_truncated_frac" if kind == "tis" else "mismatch_masked_frac"
     return w, keep, {"mismatch_weight_mean": _f(masked_mean(w, m)), name: _f(masked_mean((hit & m).float(), m))}
+
+# %% ../../nbs/03a_objectives.ipynb #1739e9db
+KL_ESTIMATORS = ("k1", "k3")
+
+def kl_penalty(logp, logp_ref, mask, estimator: str = "k3") -> torch.Tensor:
+    """Per-token estimate [N, T] of KL(π_θ ‖ π_ref) at the sampled tokens: k1 = log π − log π_ref, or k3 = eˣ − x − 1
+    with x = log π_ref − log π; 0 on padding, differentiable in `logp` only."""
+    if estimator not in KL_ESTIMATORS: raise ValueError(f"kl estimator {estimator!r} is not one of k1, k3")
+    x = -_log_ratio(logp, logp_ref, _valid(mask))                  # 0 on padding: both estimates are 0 there
+    return -x if estimator == "k1" else torch.expm1(x) - x
 
 # %% ../../nbs/03a_objectives.ipynb #1f34a240
 def categorical_kl(old_logprobs: torch.Tensor, logits: torch.Tensor, chunk_size: int | None = 8192) -> torch.Tensor:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 import torch
 from fastcore.basics import patch
-from .objectives import AGGREGATIONS, MISMATCH_CORRECTIONS
+from .objectives import AGGREGATIONS, MISMATCH_CORRECTIONS, KL_ESTIMATORS
 
 # %% auto #0
 __all__ = ['ALGORITHMS', 'CRITIC_FREE', 'TRAIN_CHOICES', 'TrainSettings']
@@ -60,6 +60,8 @@ class TrainSettings:
     # correct the engine/trainer mismatch: off, token-tis or seq-tis (truncated IS), token-mask or seq-mask (masked IS)
     mismatch_correction: str = "off"
     mismatch_cap: float = 2.0           # the mismatch correction's threshold C ≥ 1: weights ≤ C, or kept in [1/C, C]
+    kl_coef: float = 0.0                # β of the KL penalty to the reference policy (the initial weights); 0: off
+    kl_estimator: str = "k3"            # the KL penalty's per-token estimator: k1 or k3
     normalize_advantages: bool = True   # normalise advantages over the rollout
     # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
     std_advantages: bool = True
@@ -85,10 +87,11 @@ class TrainSettings:
 # %% ../../nbs/03b_train_settings.ipynb #d6890b79
 TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), optimizer=("sgd", "adamw"),
                      backend=("torch", "megatron"), loss_agg=AGGREGATIONS,
-                     replay=(None, "engine", "training"), mismatch_correction=MISMATCH_CORRECTIONS)
+                     replay=(None, "engine", "training"), mismatch_correction=MISMATCH_CORRECTIONS,
+                     kl_estimator=KL_ESTIMATORS)
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef", "gspo_clip_low",
-                 "gspo_clip_high", "cispo_clip_high")
+                 "gspo_clip_high", "cispo_clip_high", "kl_coef")
 _COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -116,6 +119,8 @@ def validate(self: TrainSettings) -> TrainSettings:
         raise ValueError(f"cispo_clip_low: must be in [0, 1] (1: no lower bound), got {self.cispo_clip_low!r}")
     if not (_finite(self.mismatch_cap) and self.mismatch_cap >= 1):
         raise ValueError(f"mismatch_cap: must be a finite number ≥ 1, got {self.mismatch_cap!r}")
+    if self.kl_coef and self.backend != "torch":
+        raise ValueError(f"kl_coef: the torch backend keeps the reference policy, not {self.backend}")
     n = self.loss_agg_tokens
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"loss_agg_tokens: must be an int ≥ 1, got {n!r}")

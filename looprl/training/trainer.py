@@ -6,6 +6,7 @@ Docs: https://looprl.github.io/looprl/trainer.html.md"""
 
 # %% ../../nbs/03d_trainer.ipynb #927dce84
 from __future__ import annotations
+import copy
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..model.config import running_at
 from fastcore.basics import patch
 from .settings import TrainSettings
 from .learner import Learner
+from .actor_loss import policy_loss, reference_penalty
 
 # %% auto #0
 __all__ = ['SequenceBatch', 'replay_latents', 'response_hidden', 'hidden_by_depth', 'response_logits', 'response_logprobs',
@@ -134,6 +136,9 @@ class Trainer:
         if s.use_critic:
             if critic is None: raise ValueError(f"{s.algorithm} needs a critic")
             self.critic = Learner(critic.to(self.device), s)
+        # the KL penalty's reference: a frozen copy of the initial weights in the actor's precision (not checkpointed: a
+        # resumed run builds it again from the model directory, whose digest the run contract holds)
+        self.reference = copy.deepcopy(self.actor.model).requires_grad_(False) if s.kl_coef else None
 
     def publication(self, on_device: bool = False):
         """The actor's native tensors (what the engine serves) and their digest: CPU copies, or copies on the trainer's
@@ -195,13 +200,13 @@ def reference_arithmetic(self: Trainer):
 # %% ../../nbs/03d_trainer.ipynb #9f4d46a4
 @patch
 @torch.no_grad()
-def _selected_logprobs(self: Trainer, b: SequenceBatch, rows: list | None = None):
-    "The replay of `rows` (default: every row), micro-batch by micro-batch; the other rows are left 0."
+def _selected_logprobs(self: Trainer, b: SequenceBatch, rows: list | None = None, model: LoopedLM | None = None):
+    "The replay of `rows` (default: every row) under the actor (or `model`), by micro-batch; the other rows are left 0."
     out = torch.zeros_like(b.mask)
     with self.reference_arithmetic():
         for mrows in self.micro_batches(list(range(len(b.seeds))) if rows is None else rows):
             sb = b.rows(mrows)
-            out[mrows] = response_logprobs(self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
+            out[mrows] = response_logprobs(model or self.actor.model, sb, sb.temperature, self.s.kl_chunk_size)
     return out
 
 # %% ../../nbs/03d_trainer.ipynb #7e0a4b69
@@ -224,47 +229,18 @@ def _values(self: Trainer, b: SequenceBatch):
             out[rows] = response_values(self.critic.model, b.rows(rows))
     return out * b.mask
 
-# %% ../../nbs/03d_trainer.ipynb #3ff94581
-@patch
-def _policy_loss(self: Trainer, logits, sb, mrows, adv, behaviour, prox, frozen, replay=None):
-    """The objective's loss over micro-batch rows `mrows`. With `replay`, this forward's log-probs are those rows'
-    replay (written into it first: `prox` is that same tensor). With a mismatch correction, the advantages are weighted
-    (and tokens dropped) by `mismatch_weights` of the replay `prox` against the engine's log-probs, and the replay is
-    the old policy."""
-    s, a, m = self.s, adv[mrows], sb.mask
-    agg = dict(agg=s.loss_agg, agg_norm=s.loss_agg_tokens)
-    if s.algorithm != "flow-dppo":
-        logp = O.selected_logprobs(logits, sb.actions, s.kl_chunk_size)
-        if sb.exits is not None: logp = logp + sb.exits.exit_logprobs   # sample mode: log π(token, exit)
-        if replay is not None: replay[mrows] = logp.detach()
-    old, corr = behaviour[mrows], {}
-    if s.mismatch_correction != "off":
-        w, keep, corr = O.mismatch_weights(prox[mrows], old, m, s.mismatch_correction, s.mismatch_cap)
-        a, m, old = a * w, keep, prox[mrows]                       # DPPO: behaviour = prox, its own weight 1
-    if s.algorithm == "flow-dppo":
-        fr = torch.cat([frozen[i] for i in mrows]).to(logits.device)
-        loss, met = O.flow_dppo_policy_loss(logits, fr, sb.actions, a, m, budget=s.flow_budget,
-                                            chunk_size=s.kl_chunk_size, **agg)
-    elif s.algorithm == "dppo":
-        loss, met = O.dppo_policy_loss(logp, prox[mrows], old, a, m, clip_low=s.clip_low, clip_high=s.clip_high,
-                                       w_low=s.dppo_w_low, w_high=s.dppo_w_high, **agg)
-    elif s.algorithm == "gspo":
-        loss, met = O.gspo_policy_loss(logp, old, a, m, clip_low=s.gspo_clip_low, clip_high=s.gspo_clip_high, **agg)
-    elif s.algorithm == "cispo":
-        loss, met = O.cispo_policy_loss(logp, old, a, m, clip_low=s.cispo_clip_low, clip_high=s.cispo_clip_high,
-                                        **agg)
-    else: loss, met = O.ppo_policy_loss(logp, old, a, m, clip_low=s.clip_low, clip_high=s.clip_high, **agg)
-    return loss, {**met, **corr}
-
 # %% ../../nbs/03d_trainer.ipynb #44cd41da
 @patch
-def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=None):
+def _actor_step(self: Trainer, b, rows, adv, behaviour, prox, frozen, replay=None, ref=None):
     "One optimizer step of the actor over `rows`; with `replay`, their replay is taken from this step's forwards."
     s, metrics = self.s, []
     for mrows in self.step_share(self.micro_batches(rows)):
         sb = b.rows(mrows)
         logits = response_logits(self.actor.model, sb, sb.temperature)
-        loss, met = self._policy_loss(logits, sb, mrows, adv, behaviour, prox, frozen, replay)
+        loss, met = policy_loss(s, logits, sb, mrows, adv, behaviour, prox, frozen, replay)   # training.actor_loss
+        if s.kl_coef:                                              # the KL penalty to the reference's log-probs `ref`
+            penalty, kl = reference_penalty(s, logits, sb, ref[mrows])
+            loss = loss + penalty; met.update(kl)
         if s.entropy_coef:
             bonus = O.aggregate(O.token_entropy(logits, s.kl_chunk_size), sb.mask, s.loss_agg, s.loss_agg_tokens)
             loss = loss - s.entropy_coef * bonus
@@ -346,7 +322,8 @@ def train(self: Trainer, rollout: Rollout, group_size: int) -> dict:
     replay = self._selected_logprobs(b, [i for p in (parts[1:] if shared else parts) for i in p])
     # DPPO's proximal policy, a mismatch correction's trainer side: the first step fills its rows before its loss
     prox = replay if s.algorithm == "dppo" or s.mismatch_correction != "off" else None
-    steps = [self._actor_step(b, rows, adv, behaviour, prox, frozen, replay if shared and k == 0 else None)
+    ref = self._selected_logprobs(b, model=self.reference) if s.kl_coef else None   # the KL penalty's reference
+    steps = [self._actor_step(b, rows, adv, behaviour, prox, frozen, replay if shared and k == 0 else None, ref)
              for k, rows in enumerate(parts)]
     diff = (replay - behaviour).abs() * b.mask
     out = dict(parity_max=float(diff.max()), parity_mean=float(diff.sum() / b.mask.sum().clamp_min(1)))
