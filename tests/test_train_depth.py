@@ -168,3 +168,21 @@ def test_bad_depths_are_refused_in_one_line_and_nothing_is_written(shipped, arit
     assert says in one_line(r), r.stderr
     assert not (tmp_path / "x").exists()
     if "FIXED" in args: assert "loop_loss_weights" in r.stderr
+
+def test_bench_rollout_at_a_depth(tmp_path):
+    "bench rollout --depth N: the native engine's tokens/s at N loops, the depth in its JSON; bad depths one line."
+    runs = {}
+    for d in (1, 8):
+        r = run_cli("looprl.bench", "rollout", "--engine", "native", "--depth", d, "--batch", "2", "--new-tokens", "4",
+                    "--repeats", "1", "--out", tmp_path / f"d{d}.json")
+        assert r.returncode == 0, r.stderr
+        runs[d] = json.loads((tmp_path / f"d{d}.json").read_text())["result"]
+    assert (runs[1]["depth"], runs[8]["depth"]) == (1, 8)
+    assert all(x["engines"]["native"]["tok_s"] > 0 for x in runs.values())
+    # twin: the same requests at another loop count sample other tokens
+    assert runs[1]["engines"]["native"]["tokens_digest"] != runs[8]["engines"]["native"]["tokens_digest"]
+    for args, says in ((["--depth", "0"], "--depth: must be ≥ 1, got 0"),
+                       (["--engine", "vllm", "--depth", "3"], "--depth: the vllm engine serves the config's depth"),
+                       (["--lengths", "fixed:4", "--depth", "3"], "--depth: not with --lengths")):
+        r = run_cli("looprl.bench", "rollout", *args, "--out", tmp_path / "bad.json")
+        assert says in one_line(r) and not (tmp_path / "bad.json").exists()

@@ -14,7 +14,7 @@ from ..core.precision import PRECISIONS
 
 # %% auto #0
 __all__ = ['BENCH_USAGE', 'POSITIVE', 'environment', 'write_result', 'bench_parser', 'bench_result', 'check_bench_outputs',
-           'numbers', 'check_bench_inputs', 'main']
+           'numbers', 'check_bench_inputs', 'check_bench_depth', 'main']
 
 # %% ../../nbs/06a_bench.ipynb #8b9b9bc1
 def environment() -> dict:
@@ -57,6 +57,8 @@ def _rollout_commands(sub) -> list:
     r.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
                    help="the engine decodes eagerly (default: graphs on a GPU)")
     r.add_argument("--device", default=None)
+    r.add_argument("--depth", type=int, help="run the model at this loop count (default: its config's); decode steps "
+                                             "or --engine native")
     r.add_argument("--plain", action="store_true", help="time the plain PyTorch decode path, not the fused kernels")
     rename_flag(r, "--dtype", "--precision")                          # train's name; the old one still works
     r.add_argument("--lengths", help="static against continuous batching (looprl.bench.batching) at response lengths "
@@ -163,7 +165,8 @@ def _rollout_result(a) -> tuple[str, object]:
             raise UsageError("--batch, --prompt-tokens, --new-tokens and --repeats must be ≥ 1")
         res = bench_rollout_engines(a.model or ASSETS / "tiny-huginn",
                                     ("native", "vllm") if a.engine == "both" else (a.engine,), a.batch,
-                                    a.prompt_tokens, a.new_tokens, PRECISIONS[a.precision or "fp32"], a.repeats)
+                                    a.prompt_tokens, a.new_tokens, PRECISIONS[a.precision or "fp32"], a.repeats,
+                                    depth=a.depth)
         return ("rollout-engines-cpu" if a.engine == "both" else f"rollout-{a.engine}-cpu"), res
     if a.cmd == "rollout" and a.lengths:
         from looprl.bench.batching import bench_batching
@@ -178,8 +181,9 @@ def _rollout_result(a) -> tuple[str, object]:
         src = a.preset or a.model or "huginn-0125"
         res = bench_rollout(src, batch_sizes=tuple(int(x) for x in a.batch_sizes.split(",")), context=a.context,
                             dtype=PRECISIONS[a.precision or "fp16"],
-                            cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain)
-        return f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else ""), res
+                            cuda_graphs=a.cuda_graphs, device=dev, fused=not a.plain, depth=a.depth)
+        at = "" if a.depth is None else f"-depth{a.depth}"
+        return f"rollout-{Path(str(src)).name}" + ("-plain" if a.plain else "") + at, res
     if a.cmd == "decode-profile":
         return f"decode-profile-{a.preset}", [profile_decode(a.preset, int(B), a.context, fused=f)
                                               for B in a.batch_sizes.split(",") for f in (False, True)]
@@ -270,7 +274,7 @@ def numbers(flag: str, text, kind=int, low=1) -> list:
 # %% ../../nbs/06a_bench.ipynb #0u7e5006
 POSITIVE = ("batch", "steps", "repeats", "pairs", "updates", "context", "prompt_tokens", "new_tokens", "n_embd",
             "positions", "recompute_every", "eval_limit", "max_runs", "bytes", "requests", "engine_batch",
-            "continuous_batch", "block_size", "kv_blocks")
+            "continuous_batch", "block_size", "kv_blocks", "depth")
 
 def check_bench_inputs(a):
     """Refuse, before the benchmark starts, sizes below 1, lists that are not numbers, an unknown preset, precision or
@@ -299,6 +303,7 @@ def check_bench_inputs(a):
     try:
         if preset: preset_config(preset)                  # as the benchmark reads it: a directory or a known preset
     except ConfigError as e: raise UsageError(f"--{'preset' if a.preset else 'model'}: {e}") from None
+    if getattr(a, "depth", None) is not None: check_bench_depth(a, preset)
     # not here: nccl publication (GPUs 0 and 1, its processes check), the engine comparison (the CPU only, it says)
     own = not (a.cmd == "publication" and a.transport == "nccl" or a.cmd == "rollout" and a.engine)
     for k in ("device", "src", "dst") if own else ():
@@ -311,6 +316,17 @@ def check_bench_inputs(a):
     if a.cmd == "phases" and Path(a.model).is_dir():        # (a missing model: the run says so, naming it)
         from looprl.bench.phases import check_phase_args
         check_phase_args(a.model, a.algorithm, a.updates, tuple(a.train_args.split()), a.device)
+
+# %% ../../nbs/06a_bench.ipynb #fef39fbd
+def check_bench_depth(a, preset):
+    "`rollout --depth`: decode steps or the native engine, at a loop count the model can run; else one UsageError."
+    from looprl.model.config import ASSETS, ConfigError, at_depth, load_config, preset_config
+    if a.lengths: raise UsageError("--depth: not with --lengths (the batching comparison runs the config's depth)")
+    if a.engine not in (None, "native"):
+        raise UsageError(f"--depth: the {a.engine} engine serves the config's depth; use --engine native")
+    try: at_depth(load_config(a.model or ASSETS / "tiny-huginn") if a.engine else preset_config(preset or "huginn-0125"),
+                  a.depth)
+    except ConfigError as e: raise UsageError(f"--depth: {e}") from None
 
 # %% ../../nbs/06a_bench.ipynb #92373ad8
 def main(argv=None):

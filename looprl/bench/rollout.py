@@ -9,7 +9,7 @@ from __future__ import annotations
 import json, statistics, time
 from pathlib import Path
 import torch
-from ..model.config import load_config, preset_config
+from ..model.config import load_config, preset_config, at_depth
 from ..model.models import build_model, init_weights, looped_reads, KVCache, LoopedLM
 from ..model import kernels as K
 from ..rollout.engine import Engine
@@ -106,7 +106,7 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
                 tok_s=batch / default * 1e3,
                 cuda_graphs=eng.cuda_graphs, capture_failures=eng.stats["capture_failures"],
                 latent_ms=times["latent_ms"], weight_bytes=nbytes["weights"], kv_bytes=nbytes["kv"],
-                fused=fused and K.fused_available(dev), family=eng.cfg.family,
+                fused=fused and K.fused_available(dev), family=eng.cfg.family, depth=eng.cfg.depth,
                 dtype=str(eng.dtype).removeprefix("torch."),
                 device=str(dev),
                 peak_memory_gib=torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None)
@@ -116,12 +116,12 @@ def _decode_row(eng: Engine, batch: int, context: int, times: dict, bandwidth: f
 def bench_rollout(cfg="huginn-0125", batch_sizes=(1, 8, 32, 64), context: int = 256, dtype=torch.float16,
                   cuda_graphs: bool | None = None,
                   device=None, bandwidth: float | None = None, warmup: int = 3, iters: int = 10, seed: int = 0,
-                  fused: bool = True) -> list[dict]:
+                  fused: bool = True, depth: int | None = None) -> list[dict]:
     """Decode-step time (median, ms) eager, as a CUDA graph (on a GPU) and as the engine runs it by default
     (`cuda_graphs=None`: graphs on a GPU; False: eager) vs the memory-bandwidth bound, per batch size;
     `fused=False` times the plain PyTorch decode path instead of `looprl.model.kernels`; the bound at `bandwidth`
-    bytes/s, by default the device's (`hbm_bandwidth`)."""
-    cfg = preset_config(cfg)
+    bytes/s, by default the device's (`hbm_bandwidth`); `depth`: the model run at that loop count (`at_depth`)."""
+    cfg = at_depth(preset_config(cfg), depth)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     bandwidth = bandwidth or hbm_bandwidth(device)
     graphs = device.type == "cuda"                  # the graph step is timed on a GPU whatever the engine's setting
@@ -239,21 +239,24 @@ def _random_requests(vocab: int, batch: int, prompt_tokens: int, new_tokens: int
 @torch.no_grad()
 def bench_rollout_engines(model_dir, engines=("native", "vllm"), batch: int = 8, prompt_tokens: int = 16,
                           new_tokens: int = 32,
-                          dtype=torch.float32, repeats: int = 3, seed: int = 0) -> dict:
+                          dtype=torch.float32, repeats: int = 3, seed: int = 0, depth: int | None = None) -> dict:
     """End-to-end rollout throughput of each engine on one checkpoint and one batch: `generate` of `batch` requests of
     `prompt_tokens` prompt tokens and exactly `new_tokens` sampled tokens each (no stop ids), timed `repeats` times
     after one warm-up; tok_s counts sampled tokens over the median time. One engine at a time, each closed before the
-    next starts."""
+    next starts. `depth`: the native engine at that loop count (`Engine.from_checkpoint`)."""
     from looprl.rollout.engines import engine_class
     path = Path(model_dir)
-    cfg = load_config(path)
+    cfg = at_depth(load_config(path), depth, str(path))
+    if depth is not None and set(engines) != {"native"}: raise ValueError("depth: only the native engine serves it")
     reqs = _random_requests(cfg.vocab_size, batch, prompt_tokens, new_tokens, seed)
     out = dict(model=str(path), family=cfg.family, batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
-               dtype=str(dtype).removeprefix("torch."), device="cpu", torch_threads=torch.get_num_threads(), engines={})
+               dtype=str(dtype).removeprefix("torch."), device="cpu", torch_threads=torch.get_num_threads(), engines={},
+               depth=cfg.depth)
     for name in engines:
         t0 = time.perf_counter()
+        at = {} if depth is None else dict(depth=depth)
         eng = engine_class(name).from_checkpoint(path, device="cpu", dtype=dtype, max_batch=batch,
-                                                 max_len=prompt_tokens + new_tokens)
+                                                 max_len=prompt_tokens + new_tokens, **at)
         startup, times = time.perf_counter() - t0, []
         try:
             eng.generate(reqs)                                  # warm-up
