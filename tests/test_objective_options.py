@@ -1,8 +1,10 @@
 """The objective options as runs: the mismatch correction (--mismatch-correction, --mismatch-cap) and the KL penalty
-to the reference policy (--kl-coef, --kl-estimator). Each: a
+to the reference policy (--kl-coef, --kl-estimator), dynamic sampling (--dynamic-sampling). Each: a
 hand-computed example, resume equality in fresh processes (3 uninterrupted updates vs --stop-after 2 then --resume)
 with a twin that sees the option at work (the same run without it ends with other weights), older contracts resume,
-and bad values are refused in one line with exit 2."""
+and bad values are refused in one line with exit 2. Dynamic sampling also: no group whose rewards are all equal
+reaches the loss, every batch is full, and a resumed run draws the same replacement prompts (twin: a resumed run whose
+data cursor was moved draws others)."""
 import json, math, shutil
 import pytest, torch
 from conftest import run_cli, assert_changing, updates
@@ -111,9 +113,77 @@ def test_kl_penalty_resumes_exactly_and_acts(shipped, arithmetic, tmp_path, name
     assert "ref_kl" not in updates(twin)[0]
     assert_option_acts(a, twin)
 
+# --- dynamic sampling ------------------------------------------------------------------------------------------------
+
+def test_fill_batch_by_hand():
+    "Prompts 0, 1, 2, … of which 1 and 3 teach, P = 3, G = 2, at most 4 extra prompts: the chapter's example."
+    from looprl.run.dynamic_sampling import fill_batch, has_signal
+    def fake(teach):
+        calls = []
+        def draw(n, first):
+            start = sum(c[0] for c in calls); calls.append((n, first)); rows = list(range(start, start + n))
+            return rows, [(r, (first + j) * 2 + g) for j, r in enumerate(rows) for g in range(2)], [None] * 2 * n
+        return draw, lambda rows, reqs, comps: [1 - g % 2 / 2 if r in teach else 0.0 for r, g in reqs], calls
+    draw, rewards_of, calls = fake({1, 3})
+    rows, reqs, _, met = fill_batch(draw, rewards_of, 3, 2, 4)
+    assert rows == [1, 3, 0] and met == dict(dynamic_drawn=7, dynamic_dropped=4, dynamic_filled=1)
+    assert calls == [(3, 0), (2, 3), (1, 5), (1, 6)] and len({i for _, i in reqs}) == 6      # no completion number twice
+    draw, rewards_of, calls = fake({1, 3, 7})
+    rows, reqs, _, met = fill_batch(draw, rewards_of, 3, 2, 10)
+    assert rows == [1, 3, 7] and met["dynamic_filled"] == 0
+    assert all(has_signal(rewards_of(None, reqs[2 * j:2 * j + 2], None)) for j in range(3))
+    # twin: without extra draws the groups without signal stay in the batch
+    draw, rewards_of, calls = fake({1, 3})
+    rows, reqs, _, met = fill_batch(draw, rewards_of, 3, 2, 0)
+    assert rows == [1, 0, 2] and not all(has_signal(rewards_of(None, reqs[2 * j:2 * j + 2], None)) for j in range(3))
+
+def groups(run, u, G=4) -> list[tuple]:
+    "The (prompt row, rewards) of each group of update u's rollout."
+    comps = json.loads((run / "rollouts" / f"update-{u:06d}.json").read_text())["completions"]
+    return [(comps[i]["prompt_row"], tuple(c["reward"] for c in comps[i:i + G])) for i in range(0, len(comps), G)]
+
+def test_dynamic_sampling_fills_the_batch_and_resumes_exactly(shipped, arithmetic, tmp_path):
+    from looprl.run.dynamic_sampling import has_signal
+    m, args = shipped["huginn_raven"], ["--algorithm", "grpo", "--dynamic-sampling"]
+    a, b = straight_and_resumed(m, arithmetic, tmp_path, *args)
+    ua = updates(a)
+    for run in (a, b):
+        for u in range(3):
+            gs = groups(run, u)
+            assert len(gs) == 4 and all(has_signal(r) for _, r in gs), (run, u, gs)   # full, no group without signal
+    assert all(x["dynamic_filled"] == 0 and x["dynamic_drawn"] == 4 + x["dynamic_dropped"] for x in ua), ua
+    assert sum(x["dynamic_dropped"] for x in ua) > 0                              # replacements were drawn
+    assert [groups(a, u) for u in range(3)] == [groups(b, u) for u in range(3)]   # the same replacement prompts
+    assert [x["dynamic_drawn"] for x in ua] == [x["dynamic_drawn"] for x in updates(b)]
+    # twin: a resumed run whose data cursor moved by one prompt draws other prompts
+    c = tmp_path / "moved"
+    r = train(m, arithmetic, c, *args, "--stop-after", "2"); assert r.returncode == 0, r.stderr
+    f = c / "checkpoints" / "update-000002" / "loop.json"
+    d = json.loads(f.read_text()); d["cursor"]["offset"] += 1; f.write_text(json.dumps(d))
+    r = run_cli("looprl.train", "--output", c, "--resume", "--no-progress"); assert r.returncode == 0, r.stderr
+    assert [p for p, _ in groups(c, 2)] != [p for p, _ in groups(a, 2)]
+    # twin: without dynamic sampling a group without signal reaches the loss, and the run learns otherwise
+    twin = tmp_path / "twin"
+    r = train(m, arithmetic, twin, *args[:2]); assert r.returncode == 0, r.stderr
+    assert any(not has_signal(r) for u in range(3) for _, r in groups(twin, u))
+    assert "dynamic_drawn" not in updates(twin)[0]
+    assert_option_acts(a, twin)
+
+def test_dynamic_sampling_limit_completes_the_batch(shipped, arithmetic, tmp_path):
+    "With no extra prompt allowed the batch is still full: its groups without signal stay, counted as filled."
+    from looprl.run.dynamic_sampling import has_signal
+    out = tmp_path / "limited"
+    r = train(shipped["huginn_raven"], arithmetic, out, "--algorithm", "grpo", "--dynamic-sampling",
+              "--dynamic-sampling-max-extra", "0", "--updates", "2")
+    assert r.returncode == 0, r.stderr
+    for x, u in zip(updates(out), range(2)):
+        flat = sum(not has_signal(rw) for _, rw in groups(out, u))
+        assert len(groups(out, u)) == 4 and (x["dynamic_drawn"], x["dynamic_filled"]) == (4, flat), x
+
 # --- every option: older contracts and bad values -------------------------------------------------------------------
 
-NEW_SETTINGS = ("mismatch_correction", "mismatch_cap", "kl_coef", "kl_estimator")
+NEW_SETTINGS = ("mismatch_correction", "mismatch_cap", "kl_coef", "kl_estimator", "dynamic_sampling",
+                "dynamic_sampling_max_extra")
 
 def test_a_contract_from_before_these_options_resumes(shipped, arithmetic, tmp_path):
     "A run recorded before these settings existed resumes; twin: a stored value that differs from the request is refused."
@@ -140,7 +210,10 @@ def test_a_contract_from_before_these_options_resumes(shipped, arithmetic, tmp_p
     (["--kl-coef", "-0.1"], "--kl-coef: must be a finite number ≥ 0, got -0.1"),
     (["--kl-coef", "nan"], "--kl-coef: must be a finite number ≥ 0"),
     (["--kl-estimator", "k2"], "argument --kl-estimator: invalid choice: 'k2'"),
-    (["--kl-coef", "0.1", "--backend", "megatron"], "--kl-coef: the torch backend keeps the reference policy")])
+    (["--kl-coef", "0.1", "--backend", "megatron"], "--kl-coef: the torch backend keeps the reference policy"),
+    (["--dynamic-sampling"], "--dynamic-sampling: only the critic-free objectives (grpo, gspo, cispo) compare groups, not ppo"),
+    (["--algorithm", "grpo", "--dynamic-sampling-max-extra", "-1"], "--dynamic-sampling-max-extra: must be an int ≥ 0"),
+    (["--algorithm", "grpo", "--dynamic-sampling", "--async"], "--async: not supported with --dynamic-sampling")])
 def test_bad_values_are_one_line(tmp_path, flags, message):
     r = run_cli("looprl.train", "--output", tmp_path / "x", "--updates", "1", *flags)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and message in r.stderr, r.stderr

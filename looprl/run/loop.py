@@ -29,6 +29,7 @@ from .options import RunOptions     # the settings (also importable from here)
 from .plan import fit_prepared, oom_message, plan_summary
 from .checkpoint_writer import CheckpointWriter, CheckpointFailed
 from .pipeline import RolloutPipeline, resume_pending, engine_process
+from .dynamic_sampling import rollout_groups
 from .prepare import Prepared, prepare, thinking_of
 from .run_dir import open_run, truncate_records
 from .progress import Progress, NoSignal, reward_spread, start_warnings
@@ -47,10 +48,10 @@ def completion_seed(run_seed: int, update: int, index: int) -> int:
     return int.from_bytes(hashlib.blake2b(ident, digest_size=8).digest(), "little") % 2**63
 
 # %% ../../nbs/04k_loop.ipynb #9bb0fd4e
-def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int]) -> list[Request]:
-    "Engine requests for the prompts of this update, G completions each, in group order."
+def generate_requests(p: Prepared, seed_update: int, prompt_rows: list[int], first: int = 0) -> list[Request]:
+    "Engine requests for the prompts of this update, G completions each, in group order, numbered from group `first`."
     o, G, reqs = p.opts, p.opts.group_size, []
-    for j, r in enumerate(prompt_rows):
+    for j, r in enumerate(prompt_rows, first):
         for g in range(G):
             reqs.append(Request(prompt_ids=p.prompt_ids[r], seed=completion_seed(o.seed, seed_update, j * G + g),
                                 max_new_tokens=o.rollout.max_response_tokens, temperature=o.rollout.temperature,
@@ -117,14 +118,13 @@ def heldout_line(p: Prepared, pl: Placement, u: int, version: int) -> dict:
 
 # %% ../../nbs/04k_loop.ipynb #d9c654dd
 def sample_rollout(p: Prepared, pl: Placement, cursor: PromptCursor, u: int, seed_update: int, version: int,
-                   digest: str, pipe=None) -> tuple[list[int], list[Request], list[Completion]]:
-    "The prompt rows, requests and checked completions of update `u`: sampled now, or taken from `pipe` (--async)."
-    if pipe is not None: return pipe.rollout(u, seed_update, version, digest)   # --async: looprl.run.pipeline
-    prompt_rows = cursor.take(p.opts.prompts_per_update)
-    reqs = generate_requests(p, seed_update, prompt_rows)
-    comps = pl.engine.generate(reqs)
-    check_rollout(p, reqs, comps, version, digest)
-    return prompt_rows, reqs, comps
+                   digest: str, pipe=None) -> tuple[list[int], list[Request], list[Completion], dict]:
+    "The prompt rows, requests, checked completions and metrics of update `u`: sampled now, or taken from `pipe`."
+    if pipe is not None: return (*pipe.rollout(u, seed_update, version, digest), {})   # --async: looprl.run.pipeline
+    def draw(n: int, first: int) -> tuple:           # the next n prompts' rows, requests and checked completions
+        rows = cursor.take(n); reqs = generate_requests(p, seed_update, rows, first); comps = pl.engine.generate(reqs)
+        check_rollout(p, reqs, comps, version, digest); return rows, reqs, comps
+    return rollout_groups(p, u, draw, score)   # looprl.run.dynamic_sampling: --dynamic-sampling draws more
 
 # %% ../../nbs/04k_loop.ipynb #fa8b3cfa
 def train_rollout(p: Prepared, pl: Placement, u: int, reqs: list[Request], comps: list[Completion],
@@ -206,7 +206,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
     if eval_due(o, u):
         phase("eval"); append_metrics(run_dir, heldout_line(p, pl, u, version))
     phase("rollout")
-    prompt_rows, reqs, comps = sample_rollout(p, pl, cursor, u, seed_update, version, digest, pipe)
+    prompt_rows, reqs, comps, drawn = sample_rollout(p, pl, cursor, u, seed_update, version, digest, pipe)
     phase("reward")
     rows = [p.rows[prompt_rows[i // o.group_size]] for i in range(len(comps))]
     texts = [decode_text(p.tokenizer, p.cfg, c.tokens) for c in comps]
@@ -223,7 +223,7 @@ def one_update(p: Prepared, pl: Placement, run_dir: Path, cursor: PromptCursor, 
                       json.dumps(dict(update=u, version=version, digest=digest, completions=recs)))
     t["end"] = time.perf_counter()
     line = update_line(u, version, digest, comps, results, res["metrics"], t, o.group_size)
-    line.update(thinking_metrics(texts, thinking_of(p)))                    # mean thinking and answer lengths
+    line.update(thinking_metrics(texts, thinking_of(p)), **drawn)                    # mean thinking and answer lengths
     if writer is not None: line["time"]["checkpoint_wait_s"] = line["time"]["snapshot_s"]
     append_metrics(run_dir, line)
     check_skipped(p, run_dir, u, res["metrics"])

@@ -298,6 +298,7 @@ def async_unsupported(o) -> str | None:
         return f"--async: not supported with --backend {o.trainer.backend} (the torch backend is)"
     if o.rollout.engine != "native":
         return f"--async: not supported with --engine {o.rollout.engine} (the native engine is)"
+    if o.trainer.dynamic_sampling: return "--async: not supported with --dynamic-sampling (its draws wait for rewards)"
     if o.trainer_processes != 1:
         return f"--async: not supported with --trainer-processes {o.trainer_processes} (one trainer process is)"
     return None

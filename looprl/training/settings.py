@@ -62,6 +62,9 @@ class TrainSettings:
     mismatch_cap: float = 2.0           # the mismatch correction's threshold C ≥ 1: weights ≤ C, or kept in [1/C, C]
     kl_coef: float = 0.0                # β of the KL penalty to the reference policy (the initial weights); 0: off
     kl_estimator: str = "k3"            # the KL penalty's per-token estimator: k1 or k3
+    # GRPO, GSPO, CISPO: drop groups whose rewards are all equal and draw new prompts in their place (DAPO)
+    dynamic_sampling: bool = False
+    dynamic_sampling_max_extra: int = 64  # dynamic sampling: extra prompts drawn per update at most
     normalize_advantages: bool = True   # normalise advantages over the rollout
     # GRPO, GSPO, CISPO: divide group advantages by the group's std (--no-std-advantages: R − mean, Dr. GRPO)
     std_advantages: bool = True
@@ -92,7 +95,8 @@ TRAIN_CHOICES = dict(algorithm=ALGORITHMS, precision=(None, "fp16", "fp32"), opt
 _POSITIVE = ("lr", "loss_scale", "flow_budget", "grad_clip", "dppo_w_high")
 _NON_NEGATIVE = ("momentum", "weight_decay", "clip_low", "clip_high", "value_clip", "entropy_coef", "gspo_clip_low",
                  "gspo_clip_high", "cispo_clip_high", "kl_coef")
-_COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0)
+_COUNTS = dict(micro_batch_size=1, recompute_every=1, kl_chunk_size=1, max_skipped_steps=1, warmup_steps=0, threads=0,
+              dynamic_sampling_max_extra=0)
 
 def _finite(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -121,6 +125,11 @@ def validate(self: TrainSettings) -> TrainSettings:
         raise ValueError(f"mismatch_cap: must be a finite number ≥ 1, got {self.mismatch_cap!r}")
     if self.kl_coef and self.backend != "torch":
         raise ValueError(f"kl_coef: the torch backend keeps the reference policy, not {self.backend}")
+    if not isinstance(self.dynamic_sampling, bool):
+        raise ValueError(f"dynamic_sampling: must be true or false, got {self.dynamic_sampling!r}")
+    if self.dynamic_sampling and self.use_critic:
+        raise ValueError(f"dynamic_sampling: only the critic-free objectives (grpo, gspo, cispo) compare groups, "
+                         f"not {self.algorithm}")
     n = self.loss_agg_tokens
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ValueError(f"loss_agg_tokens: must be an int ≥ 1, got {n!r}")
