@@ -38,6 +38,9 @@ def parser():
                                 "default: its config's)")
     a("--depths", help="comma-separated loop counts, e.g. 1,2,4,8: accuracy at each, paired (the same questions and "
                        "seeds), as a table")
+    a("--exact-kernels", action="store_true", default=None,
+      help="the engine on the batch-invariant kernels (needs Triton; default: the run's --exact-kernels, else off; "
+           "one depth only)")
     a("--out", help="with --depths: write the report's JSON here (a .json path) and its figure beside it")
     a("--json", action="store_true", help="print the JSON result instead of the one-line summary")
     for old, new in (("--data", "--eval-data"), ("--samples", "--eval-samples"),
@@ -74,6 +77,9 @@ def main(argv=None):
                                                                  a.max_response_tokens, a.exit_threshold,
                                                                  a.exit_mode), astuple(spec))))
         if threads := kw.pop("threads", None): torch.set_num_threads(threads)
+        exact = kw.pop("exact_kernels", False) if a.exact_kernels is None else a.exact_kernels
+        if a.exact_kernels and depths: raise EvalInputError("--exact-kernels: one depth at a time (not with --depths)")
+        if depths is None: kw["exact_kernels"] = exact
         try: r = evaluate_model(a.path, spec=spec, depth=a.depth, **kw) if depths is None else \
                  evaluate_depths(a.path, depths, spec=spec, **kw)
         except PairingError as e: fail("eval", e, code=1)          # damage found mid-run, not bad input

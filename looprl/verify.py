@@ -50,9 +50,10 @@ def engine_class(engine: str, device: str = "cpu"):
 # %% ../nbs/05e_verify.ipynb #e824e9ae
 def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", samples: int = 4, max_new_tokens: int = 16,
                       seed: int = 0, temperature: float = 1.0, engine: str = "native", exit_threshold: float = 1.0,
-                      exit_mode: str = "threshold", depth: int | None = None) -> dict:
+                      exit_mode: str = "threshold", depth: int | None = None, exact_kernels: bool = False) -> dict:
     """Generate `samples` completions from `model_dir` with the engine, replay them with a fresh model, report the
-    parity; `depth`: both run the checkpoint at that loop count (None: its config's)."""
+    parity; `depth`: both run the checkpoint at that loop count (None: its config's); `exact_kernels`: both in exact
+    mode (`looprl.model.invariant`), where the bound is 0."""
     import torch
     from looprl.core.precision import PRECISIONS, dtype_name
     from looprl.model.config import at_depth, load_config
@@ -73,6 +74,10 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
         raise UsageError(f"--depth must be an integer ≥ 1, got {depth!r}")
     if depth is not None and engine in ENGINES and engine != "native":
         raise UsageError(f"--depth: the {engine} engine runs the checkpoint's own depth; use --engine native")
+    if exact_kernels and engine != "native":
+        raise UsageError(f"--exact-kernels: the {engine} engine runs its own kernels; use --engine native")
+    from looprl.model.invariant import exact_kernels as exact_mode, unavailable
+    if exact_kernels and (why := unavailable(device)): raise UsageError(f"--exact-kernels: {why}")
     make = engine_class(engine, device)
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is available")
@@ -98,16 +103,17 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                     exit_threshold=rule.threshold,
                     exit_mode=rule.mode) for i, n in enumerate(lens)]
     try: eng = make.from_checkpoint(path, version=1, device=device, dtype=dt, max_batch=samples, max_len=max_len,
-                                    **({} if depth is None else dict(depth=depth)))
+                                    **({} if depth is None else dict(depth=depth)),
+                                    **(dict(exact_kernels=True) if exact_kernels else {}))
     except PublicationError: raise
     except ValueError as e: raise UsageError(f"{path}: {e}") from None       # a KV cache larger than the memory
     try: comps = eng.generate(reqs)
     finally: getattr(eng, "close", lambda: None)()    # a vLLM engine holds worker threads and its KV cache
     # a fresh instance, as the trainer loads it
-    replay = load_checkpoint(path, "actor", dtype=dt, device=device, cfg=cfg).eval()
+    replay = exact_mode(load_checkpoint(path, "actor", dtype=dt, device=device, cfg=cfg).eval(), exact_kernels)
     diffs = torch.cat([(torch.tensor(c.logprobs) - replay_logprobs(replay, c, rule).cpu()).abs() for c in comps])
     depths = [d for c in comps for d in c.trace.depths]
-    bound = parity_bound(dt, device)
+    bound = 0.0 if exact_kernels else parity_bound(dt, device)
     return dict(ok=bool(diffs.max() <= bound), max_abs_logprob_diff=diffs.max().item(),
                 mean_abs_logprob_diff=diffs.mean().item(),
                 bound=bound, tokens=len(diffs), samples=samples,
@@ -124,7 +130,7 @@ def verify_checkpoint(model_dir, dtype: str = "fp32", device: str = "cpu", sampl
                 seed=seed, temperature=temperature, torch=torch.__version__, exit_threshold=rule.threshold,
                 exit_mode=rule.mode,
                 exit_depths={d: depths.count(d) for d in sorted(set(depths))}, distinct_exit_depths=len(set(depths)),
-                mean_exit_depth=sum(depths) / len(depths))
+                mean_exit_depth=sum(depths) / len(depths), exact_kernels=exact_kernels)
 
 # %% ../nbs/05e_verify.ipynb #b6989553
 def parser():
@@ -147,6 +153,8 @@ def parser():
       help="Ouro's exit: threshold, or sample (a level drawn in (0, q]) (default: threshold)")
     a("--depth", type=int, help="run engine and replay at this loop count (the family's depth key; default: the "
                                 "checkpoint's own)")
+    a("--exact-kernels", action="store_true", help="engine and replay on the batch-invariant kernels (needs Triton; "
+                                                   "the bound is then 0)")
     rename_flag(ap, "--dtype", "--precision"); rename_flag(ap, "--max-new-tokens", "--max-response-tokens")
     return ap
 
@@ -160,7 +168,7 @@ def main(argv=None):
             stdout_to_stderr():
         report = verify_checkpoint(ns.model_dir, ns.precision, ns.device, ns.samples, ns.max_response_tokens, ns.seed,
                                    ns.temperature, ns.engine,
-                                   ns.exit_threshold, ns.exit_mode, ns.depth)
+                                   ns.exit_threshold, ns.exit_mode, ns.depth, ns.exact_kernels)
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
 

@@ -350,8 +350,8 @@ def upgrade_contract(c):
     engine's arithmetic; before GSPO, CISPO and Dr. GRPO, their settings held their defaults (unread by the older
     objectives), group advantages were divided by the group's std and no aggregation had a constant;
     before the mismatch correction and the
-    KL penalty and dynamic sampling, none was applied; before the tasks
-    layer, the built-in rewards' module had other names."""
+    KL penalty and dynamic sampling, none was applied; before --exact-kernels, the ordinary kernels ran; before the
+    tasks layer, the built-in rewards' module had other names."""
     if not isinstance(c, dict): return c
     if isinstance(c.get("reward"), dict) and "spec" in c["reward"]:
         spec = upgrade_reward_spec(c["reward"]["spec"])
@@ -363,7 +363,7 @@ def upgrade_contract(c):
                          "gspo_clip_low": 3e-4, "gspo_clip_high": 4e-4, "cispo_clip_low": 1.0, "cispo_clip_high": 4.0,
                          "loss_agg_tokens": None, "std_advantages": True, "mismatch_correction": "off",
                          "mismatch_cap": 2.0, "kl_coef": 0.0, "kl_estimator": "k3",
-                         "dynamic_sampling": False, "dynamic_sampling_max_extra": 64, **kept}
+                         "dynamic_sampling": False, "dynamic_sampling_max_extra": 64, "exact_kernels": False, **kept}
     return c
 
 # %% ../../nbs/00g_state.ipynb #00b3a88a

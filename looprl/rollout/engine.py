@@ -16,6 +16,7 @@ from safetensors import safe_open
 import looprl
 from ..model.config import LoopedConfig, at_depth, load_config
 from ..model.models import build_model, KVCache, LoopedLM
+from ..model import invariant
 from ..model.hf import checkpoint_files, CheckpointError
 from ..model.latents import environment_fingerprint, LatentTrace
 from .records import Request, Completion, check_requests
@@ -46,7 +47,8 @@ class Engine:
                  max_len: int | None = None, cuda_graphs: bool | None = None, model_revision: str | None = None,
                  engine_revision: str | None = None,
                  graph_buckets: Sequence[int] = (1, 2, 4, 8, 16, 32, 64), batching: str | None = None,
-                 block_size: int = 16, kv_blocks: int | None = None, max_depth: int | None = None):
+                 block_size: int = 16, kv_blocks: int | None = None, max_depth: int | None = None,
+                 exact_kernels: bool = False):
         self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
         # KV planes for every depth up to `max_depth` (requests at other depths: `generate`); default its own only
         self.plane_cfg = at_depth(cfg, max(max_depth or cfg.depth, cfg.depth))
@@ -64,6 +66,9 @@ class Engine:
         # the engine draws nothing from global RNGs
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             self.model = build_model(cfg, "actor", device=self.device, dtype=dtype).eval().requires_grad_(False)
+        # exact mode: the trainer's batch-invariant kernels, so that its replay equals the sampled log-probs bit for bit
+        self.exact_kernels = bool(exact_kernels)
+        if exact_kernels: invariant.exact_kernels(self.model)
         static, have = batching == "static", _memory_available(self.device)
         pcfg = self.plane_cfg
         need = KVCache.nbytes_for(pcfg, max_batch, self.max_len, dtype) if static else \

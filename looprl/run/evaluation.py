@@ -16,6 +16,7 @@ from ..tasks.data import HELDOUT_DATA, load_prompts, load_tokenizer, decode_text
 from ..tasks.reward_specs import DEFAULT_REWARD, load_reward, score_completion
 from ..rollout.records import Request
 from ..rollout.exits import ExitRule, check_exit_rule
+from ..model.invariant import unavailable as exact_unavailable
 
 # %% auto #0
 __all__ = ['SPEC_FLAGS', 'EvalSpec', 'eval_seed', 'eval_requests', 'mean_ci', 'pass_at_k', 'mean_at_k', 'accuracies', 'evaluate',
@@ -185,7 +186,7 @@ def run_eval_settings(path) -> dict:
         raise EvalInputError(f"{f}: not a readable run file ({type(e).__name__}: {e})") from None
     return dict(data=o.get("eval_data") or str(HELDOUT_DATA), limit=o.get("eval_limit"), precision=s.get("precision"),
                 device="cuda" if o.get("device") == "cuda" else "cpu", reward=o.get("reward", DEFAULT_REWARD),
-                threads=o.get("threads"),
+                threads=o.get("threads"), exact_kernels=bool(s.get("exact_kernels", False)),
                 max_batch=o.get("engine_batch") or max(o.get("prompts_per_update", 0) * o.get("group_size", 0), 64),
                 spec=EvalSpec(samples=o["eval_samples"], temperature=o["temperature"], seed=o["seed"],
                               max_new_tokens=o["max_response_tokens"], exit_threshold=o.get("exit_threshold", 1.0),
@@ -194,13 +195,15 @@ def run_eval_settings(path) -> dict:
 # %% ../../nbs/04l_evaluation.ipynb #a36ed525
 def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precision: str | None = None,
                    device: str = "cpu", reward: str = DEFAULT_REWARD, limit: int | None = None,
-                   max_batch: int = 64, depth: int | None = None) -> dict:
+                   max_batch: int = 64, depth: int | None = None, exact_kernels: bool = False) -> dict:
     """Held-out accuracies of the checkpoint (or run) at `path` on the questions of `data`, through a rollout engine;
-    `depth`: run it at that loop count (`looprl.model.config.at_depth`; None: its config's)."""
+    `depth`: run it at that loop count (`looprl.model.config.at_depth`; None: its config's); `exact_kernels`: the
+    engine in exact mode (`looprl.model.invariant`: each completion independent of the batch, as in an exact run)."""
     from looprl.rollout.engine import Engine
     from looprl.tasks.data import encode_prompts
     try: spec.validate()
     except ValueError as e: raise spec_input_error(e) from None
+    if exact_kernels and (why := exact_unavailable(device)): raise EvalInputError(f"--exact-kernels: {why}")
     d = policy_dir(path)
     cfg, tok = at_depth(load_config(d), depth, str(d)), load_tokenizer(d)
     rows = load_prompts(data)[:limit]
@@ -212,8 +215,9 @@ def evaluate_model(path, data=HELDOUT_DATA, spec: EvalSpec = EvalSpec(), precisi
     if max_len > cfg.max_positions:
         raise EvalInputError(f"{data}: a prompt plus --max-response-tokens needs {max_len} positions, the model has "
                              f"{cfg.max_positions}")
-    eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len, depth=depth)
+    eng = Engine.from_checkpoint(d, device=device, dtype=dtype, max_batch=max_batch, max_len=max_len, depth=depth,
+                                 exact_kernels=exact_kernels)
     r = evaluate(eng.generate, ids, [x["label"] for x in rows], lambda t: decode_text(tok, cfg, t), load_reward(reward),
                  spec, cfg.eos_token_ids)
     return dict(r, model=str(d), data=str(data), precision=precision, device=device, reward=reward,
-                publication_digest=eng.committed_digest, depth=cfg.depth)
+                publication_digest=eng.committed_digest, depth=cfg.depth, exact_kernels=exact_kernels)

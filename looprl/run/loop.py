@@ -289,7 +289,8 @@ def start_workers(p: Prepared, run_dir: Path) -> Placement:
                   max_len=o.rollout.max_prompt_tokens + o.rollout.max_response_tokens, engine=o.rollout.engine,
                   cuda_graphs=o.rollout.cuda_graphs, model_revision=p.contract["model"]["revision"],
                   engine_revision=p.contract["engine_revision"], threads=o.trainer.threads, depth=o.depth,
-                  max_depth=parse_depth_sampler(o.rollout.depth_sampler).max_depth(p.cfg.depth))
+                  max_depth=parse_depth_sampler(o.rollout.depth_sampler).max_depth(p.cfg.depth),
+                  exact_kernels=s.exact_kernels)
     try: return Placement(o.placement, trainer, engine, use_gpus=dev == "cuda", transport=o.transport,
                           ray_address=None if o.ray_address in (None, "local") else o.ray_address,
                           train_env_vars=o.train_env_vars, trainer_processes=o.trainer_processes,

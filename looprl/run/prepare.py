@@ -20,6 +20,7 @@ from ..model.latents import environment_fingerprint
 from ..model.megatron import check_backend
 from ..rollout.exits import exit_contract
 from ..rollout.engines import engine_class
+from ..model.invariant import unavailable as exact_unavailable
 from ..tasks.data import load_prompts, file_sha256, DataError, load_tokenizer, encode_prompts
 from ..tasks.reward_specs import load_reward, reward_identity
 from ..tasks.prompting import Prompter, load_prompter, encode_rows, stop_token_ids, prompt_contract
@@ -28,9 +29,9 @@ from .placement import placement_refusal, gpus_needed
 from ..training.settings import TrainSettings
 
 # %% auto #0
-__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'Prepared', 'thinking_of',
-           'default_precision', 'check_tensor_parallel', 'failed_start', 'check_run_output', 'check_lengths',
-           'check_depth_of', 'run_contract', 'prepare']
+__all__ = ['ENGINE_REVISION', 'default_engine_revision', 'check_ray_address', 'check_devices', 'check_exact_kernels', 'Prepared',
+           'thinking_of', 'default_precision', 'check_tensor_parallel', 'failed_start', 'check_run_output',
+           'check_lengths', 'check_depth_of', 'run_contract', 'prepare']
 
 # %% ../../nbs/04g_prepare.ipynb #56171f25
 ENGINE_REVISION = f"looprl-engine-{__version__}"
@@ -76,6 +77,17 @@ def check_devices(o: RunOptions):
     if o.workers is None and o.ray_address is None and o.placement == "local":
         print("looprl.train: note: one GPU on this host: the trainer and the engine share it in this process "
               "(--workers local; --workers ray asks for Ray)", file=sys.stderr, flush=True)
+
+# %% ../../nbs/04g_prepare.ipynb #exk00002
+def check_exact_kernels(o: RunOptions):
+    "--exact-kernels with what can run it: the native engine, one torch trainer process, Triton on the device."
+    if not o.trainer.exact_kernels: return
+    check(o.rollout.engine == "native",
+          f"--exact-kernels: the {o.rollout.engine} engine runs its own kernels; use --engine native")
+    check(o.trainer_processes == 1, "--exact-kernels: the sharded trainers' forwards do not run the exact kernels; "
+          "use --trainer-processes 1")
+    why = exact_unavailable(o.device)
+    check(why is None, f"--exact-kernels: {why}")
 
 # %% ../../nbs/04g_prepare.ipynb #3c9221c6
 @dataclass
@@ -224,7 +236,7 @@ def _jsonable(d):
 # %% ../../nbs/04g_prepare.ipynb #3e258a55
 def prepare(o: RunOptions) -> Prepared:
     "Validate options and inputs and build the run contract; touches nothing on disk."
-    o.validate(); notes = check_run_output(o); check_devices(o)
+    o.validate(); check_exact_kernels(o); notes = check_run_output(o); check_devices(o)
     # an engine this environment cannot start is refused before any work
     engine_class(o.rollout.engine, o.device)
     cfg, model_sha, tok = _load_model(o)

@@ -94,12 +94,14 @@ class EngineWorker:
     device."""
     def __init__(self, model_dir: str, dtype: str, device: str = "cpu", max_batch: int = 64, max_len: int | None = None,
                  cuda_graphs: bool | None = None, model_revision: str | None = None, engine_revision: str | None = None,
-                 threads: int = 1, engine: str = "native", depth: int | None = None, max_depth: int | None = None):
+                 threads: int = 1, engine: str = "native", depth: int | None = None, max_depth: int | None = None,
+                 exact_kernels: bool = False):
         from looprl.rollout.engines import engine_class
         if threads: torch.set_num_threads(threads)
         make = engine_class(engine, device)
         if cuda_graphs and engine != "native": raise ValueError(f"cuda_graphs: the {engine} engine has no CUDA graphs")
-        extra = dict(cuda_graphs=cuda_graphs, max_depth=max_depth) if engine == "native" else {}
+        extra = dict(cuda_graphs=cuda_graphs, max_depth=max_depth, exact_kernels=exact_kernels) if engine == "native" \
+            else {}
         # at --depth, with KV planes for the deepest depth a depth sampler draws (`max_depth`)
         cfg = at_depth(load_config(model_dir), depth, model_dir)
         self.engine = make(cfg, device=device, dtype=getattr(torch, dtype), max_batch=max_batch,

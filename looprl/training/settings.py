@@ -40,6 +40,9 @@ class TrainSettings:
     # the replay's arithmetic: engine (the engine's, bit for bit: FP64 products on an FP32 CPU) or training (the
     # training forward's, the first step's rows taken from it); default: training with --async, engine without
     replay: str | None = None
+    # exact mode: the engine's and the trainer's forwards on batch-invariant kernels (looprl.model.invariant), so the
+    # replay equals the sampled log-probs bit for bit on a GPU too, at a cost in speed; needs Triton
+    exact_kernels: bool = False
     clip_low: float = 0.2               # PPO ratio clip below 1
     clip_high: float = 0.2              # PPO ratio clip above 1
     value_clip: float = 0.2             # critic value clip
@@ -143,13 +146,16 @@ def validate(self: TrainSettings) -> TrainSettings:
     b = self.betas
     if not (isinstance(b, (tuple, list)) and len(b) == 2 and all(_finite(x) and 0 <= x < 1 for x in b)):
         raise ValueError(f"betas: must be two numbers in [0, 1), got {b!r}")
-    for k in ("recompute", "normalize_advantages", "std_advantages", "distributed_optimizer", "full_backprop"):
+    for k in ("recompute", "normalize_advantages", "std_advantages", "distributed_optimizer", "full_backprop",
+              "exact_kernels"):
         if not isinstance(getattr(self, k), bool):
             raise ValueError(f"{k}: must be true or false, got {getattr(self, k)!r}")
     if self.compile_blocks not in (None, True, False):
         raise ValueError(f"compile_blocks: must be true, false or unset, got {self.compile_blocks!r}")
     if self.distributed_optimizer and self.backend != "megatron":
         raise ValueError("distributed_optimizer: Megatron's distributed optimizer needs backend megatron")
+    if self.exact_kernels and self.backend != "torch":
+        raise ValueError(f"exact_kernels: the torch backend's models run the exact kernels, {self.backend}'s do not")
     if self.distributed_optimizer and self.optimizer != "adamw":
         raise ValueError("distributed_optimizer: needs optimizer adamw (without Apex or Transformer Engine, "
                          f"Megatron's distributed optimizer keeps Adam's step only), got {self.optimizer}")

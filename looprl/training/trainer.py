@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from ..model.config import LoopedConfig
 from ..model.models import LoopedLM, build_model, cpu_fp64
+from ..model import invariant
 from ..model.hf import load_into, read_tensors, export_tensors, state_digest
 from . import objectives as O
 from ..core.state import save_trainer_state, load_trainer_state
@@ -132,6 +133,9 @@ class Trainer:
             if m is None: continue
             m.recompute, m.recompute_every, m.full_backprop = s.recompute, s.recompute_every, s.full_backprop
             m.compile_blocks = compile_blocks
+        # exact mode: the actor's forwards (replay and training) on the engine's batch-invariant kernels; the critic's
+        # values are compared with nothing the engine computed, so it keeps the ordinary path
+        if s.exact_kernels: invariant.exact_kernels(self.actor.model)
         self.critic = None
         if s.use_critic:
             if critic is None: raise ValueError(f"{s.algorithm} needs a critic")
