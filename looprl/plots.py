@@ -17,7 +17,8 @@ from .core.state import read_contract, read_metrics
 # %% auto #0
 __all__ = ['PARITY_FLOOR', 'DYNAMICS', 'FIGURES', 'resume_matrix', 'reward_and_parity', 'reward_curve', 'decode_timing',
            'phase_timing', 'legend_outside', 'depth_figure', 'exit_table_figure', 'reward_figure', 'heldout_figure',
-           'parity_figure', 'timing_figure', 'dynamics_figure', 'run_figures', 'main', 'read_exit_table']
+           'parity_figure', 'timing_figure', 'dynamics_figure', 'run_figures', 'main', 'read_exit_table',
+           'read_depth_reports', 'depth_curves_figure']
 
 # %% ../nbs/05h_plots.ipynb #738f99fb
 def resume_matrix(pairs: dict, ax=None):
@@ -266,21 +267,27 @@ def main(argv=None):
     ap.add_argument("runs", nargs="*", help="run directories (several are overlaid)")
     ap.add_argument("--exit-table",
                     help="the JSON of `python -m looprl.bench learning --exit-thresholds …`: draws exits.png")
+    ap.add_argument("--depth-reports", nargs="+", metavar="JSON",
+                    help="reports of `python -m looprl.eval CHECKPOINT --depths … --out FILE.json` (before and after "
+                         "RL, paired): draws depth-curves.png")
     ap.add_argument("--out", required=True, help="directory for the PNG files")
     a = ap.parse_args(argv)
     matplotlib.use("Agg")
     with refuse_bad_input("plots", errors=(ValueError, OSError, KeyError)):
-        if not a.runs and not a.exit_table: raise ValueError("give run directories, or --exit-table FILE")
+        if not (a.runs or a.exit_table or a.depth_reports):
+            raise ValueError("give run directories, --exit-table FILE or --depth-reports FILE …")
         check_output(a.out, "--out")                          # before any figure is drawn
         table = read_exit_table(a.exit_table) if a.exit_table else None
+        reports = read_depth_reports(a.depth_reports) if a.depth_reports else None
         paths = run_figures(a.runs, a.out) if a.runs else []
         if table is not None:
             fig = exit_table_figure(table); fig.tight_layout()
             Path(a.out).mkdir(parents=True, exist_ok=True); paths.append(Path(a.out) / "exits.png")
             fig.savefig(paths[-1], dpi=110)
+        if reports is not None:
+            fig = depth_curves_figure(reports); Path(a.out).mkdir(parents=True, exist_ok=True)
+            paths.append(Path(a.out) / "depth-curves.png"); fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
     for p in paths: print(p)
-
-if __name__ == "__main__" and "__file__" in globals(): main()   # not when this notebook runs
 
 # %% ../nbs/05h_plots.ipynb #rdexit02
 def read_exit_table(path) -> dict:
@@ -291,3 +298,44 @@ def read_exit_table(path) -> dict:
     except json.JSONDecodeError as e: raise ValueError(f"--exit-table {p}: invalid JSON at line {e.lineno}") from None
     except (KeyError, TypeError):
         raise ValueError(f"--exit-table {p}: no 'result' (the file of bench learning --exit-thresholds)") from None
+
+# %% ../nbs/05h_plots.ipynb #180f5fe6
+def read_depth_reports(paths) -> dict:
+    "`eval --depths --out` reports by their file's name, refused (a ValueError naming one) unless all are paired."
+    out = {}
+    for p in map(Path, paths):
+        if not p.is_file(): raise ValueError(f"--depth-reports {p}: no such file")
+        try: r = json.loads(p.read_text()); r["table"], r["depths"], r["requests_digest"]
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--depth-reports {p}: invalid JSON at line {e.lineno}") from None
+        except (KeyError, TypeError):
+            raise ValueError(f"--depth-reports {p}: not a report of eval --depths --out") from None
+        out[p.stem if p.stem not in out else str(p)] = r
+    (name0, r0), *rest = out.items()
+    for name, r in rest:
+        if (r["requests_digest"], r["depths"]) != (r0["requests_digest"], r0["depths"]):
+            raise ValueError(f"--depth-reports: {name} was not evaluated on the questions, seeds and depths of {name0} "
+                             "(its requests digest or depths differ): the curves would not be paired")
+    return out
+
+# %% ../nbs/05h_plots.ipynb #1d60204f
+def depth_curves_figure(reports: dict):
+    "Greedy and sampled held-out accuracy against depth, one curve per report (`read_depth_reports`), paired."
+    fig, axes = plt.subplots(1, 2, figsize=(9.6, 3.4), sharey=True)
+    r0 = next(iter(reports.values()))
+    for ax, key, ci, what in ((axes[0], "greedy_accuracy", "greedy_ci", "greedy"),
+                              (axes[1], "sampled_accuracy", "sampled_ci", f"sampled (T={r0['temperature']:g})")):
+        for name, r in reports.items():
+            t = [row for row in r["table"] if key in row]
+            ax.errorbar([row["depth"] for row in t], [row[key] for row in t], yerr=[row[ci] for row in t], marker="o",
+                        capsize=2, label=name)
+        ax.axvline(r0["config_depth"], ls=":", color="grey", lw=1)
+        ax.set_xscale("log", base=2); ax.set_xticks(r0["depths"], [str(n) for n in r0["depths"]])
+        ax.set(xlabel=f"depth ({r0['depth_key']})", title=f"{what}, {r0['questions']} questions", ylim=(-0.02, 1.02))
+    axes[0].set_ylabel("held-out accuracy")
+    legend_outside(axes[1])
+    return fig
+
+# %% ../nbs/05h_plots.ipynb #56a6df23
+# last, once every name `main` uses is defined (`python -m looprl.plots`; not when this notebook runs)
+if __name__ == "__main__" and "__file__" in globals(): main()

@@ -186,3 +186,20 @@ def test_bench_rollout_at_a_depth(tmp_path):
                        (["--lengths", "fixed:4", "--depth", "3"], "--depth: not with --lengths")):
         r = run_cli("looprl.bench", "rollout", *args, "--out", tmp_path / "bad.json")
         assert says in one_line(r) and not (tmp_path / "bad.json").exists()
+
+def test_plots_draws_paired_depth_curves_and_refuses_unpaired(tmp_path):
+    "plots --depth-reports BEFORE AFTER: depth-curves.png; twin: a report on other requests refused in one line."
+    def report(digest):
+        table = [dict(depth=n, greedy_accuracy=a, greedy_ci=0.1, sampled_accuracy=a, sampled_ci=0.1)
+                 for n, a in ((1, 0.1), (2, 0.3), (4, 0.5))]
+        return dict(model="m", table=table, depths=[1, 2, 4], requests_digest=digest, temperature=0.8,
+                    config_depth=4, depth_key="mean_recurrence", questions=8)
+    for name, digest in (("before", "a"), ("after", "a"), ("unpaired", "b")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(report(digest)))
+    r = run_cli("looprl.plots", "--depth-reports", tmp_path / "before.json", tmp_path / "after.json",
+                "--out", tmp_path / "figs")
+    assert r.returncode == 0 and (tmp_path / "figs" / "depth-curves.png").stat().st_size > 0, r.stderr
+    r = run_cli("looprl.plots", "--depth-reports", tmp_path / "before.json", tmp_path / "unpaired.json",
+                "--out", tmp_path / "figs2")
+    assert "unpaired was not evaluated on the questions, seeds and depths of before" in one_line(r)
+    assert not (tmp_path / "figs2").exists()

@@ -324,8 +324,8 @@ def check_bench_depth(a, preset):
     if a.lengths: raise UsageError("--depth: not with --lengths (the batching comparison runs the config's depth)")
     if a.engine not in (None, "native"):
         raise UsageError(f"--depth: the {a.engine} engine serves the config's depth; use --engine native")
-    try: at_depth(load_config(a.model or ASSETS / "tiny-huginn") if a.engine else preset_config(preset or "huginn-0125"),
-                  a.depth)
+    try: at_depth(load_config(a.model or ASSETS / "tiny-huginn") if a.engine else
+                  preset_config(preset or "huginn-0125"), a.depth)
     except ConfigError as e: raise UsageError(f"--depth: {e}") from None
 
 # %% ../../nbs/06a_bench.ipynb #92373ad8
