@@ -66,8 +66,9 @@ def learning_run(algorithm: str, seed: int, out: Path, train_args: tuple = ()) -
                 train_wall_s=wall - res["eval_s"], **res)
 
 # %% ../../nbs/06b_learning.ipynb #0u7d4004
-def check_train_args(train_args: tuple):
-    "Refuse `--train-args` that `looprl.train` would refuse, or that defeat what `bench learning` measures."
+def check_train_args(train_args: tuple, algorithms: tuple = (None,)):
+    """Refuse `--train-args` that `looprl.train` would refuse with each of `algorithms` (None: its default), or that
+    defeat what `bench learning` measures."""
     from looprl.train import parser, options_from_args
     ap = parser()
     def refuse(message): raise UsageError(f"--train-args: {message}")
@@ -78,8 +79,9 @@ def check_train_args(train_args: tuple):
     own = dict(algorithm="--algorithms", seed="--seeds", output="--workdir", resume="--workdir", overwrite="--workdir")
     for k, instead in own.items():
         if getattr(ns, k, None): refuse(f"--{k} is set by bench learning for each run (give {instead})")
-    try: options_from_args(ns).validate()
-    except UsageError as e: refuse(e)
+    for a in algorithms:                       # a setting of some objectives only (--dynamic-sampling) with each
+        try: options_from_args(ns).replaced(**({} if a is None else dict(algorithm=a))).validate()
+        except UsageError as e: refuse(e)
 
 # %% ../../nbs/06b_learning.ipynb #cbeb4f5d
 # gain in mean sampled held-out accuracy (the critic-free objectives share GRPO's)
@@ -115,7 +117,7 @@ def bench_learning(algorithms=("grpo", "ppo", "dppo", "flow-dppo"), seeds=(42, 4
     """Every (algorithm, seed) run in turn, each in a fresh process; their curves and the per-algorithm summary. The
     runs go to `workdir`, or to a new directory in the temp dir; a run directory that already exists there is
     refused."""
-    check_train_args(train_args)
+    check_train_args(train_args, tuple(algorithms))
     root = Path(workdir) if workdir else work_dir("learning")
     if clash := [root / f"{a}-{s}" for a in algorithms for s in seeds if (root / f"{a}-{s}").exists()]:
         raise UsageError(f"--workdir: {clash[0]} exists; give an empty --workdir, or none for a new one")
