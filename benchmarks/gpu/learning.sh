@@ -8,11 +8,13 @@
 # Settings: ALGORITHMS (default grpo), SEEDS (default 42), TRAIN_ARGS (extra looprl.train arguments), SPLITS (default
 # runs/mid-splits), MODEL (a mid model already warm-started: no warm start), BUDGET_S (default 570), PARALLEL=1 (each
 # algorithm and seed in its own process, all at once on the one GPU, after one warm start: $OUT/learning-mid-cuda-A-S.json
-# each; a run's wall time is then measured while it shares the GPU with the others).
+# each; a run's wall time is then measured while it shares the GPU with the others), REBUILD=1 (with PARALLEL=1 and no
+# MODEL: the same warm start command once more, after the runs, into another directory; $OUT/warmstart-mid-rebuild.json
+# says which of its files and record fields equal the first's).
 [ -f benchmarks/gpu/setup.sh ] || { echo "$0: run it from the repository root" >&2; exit 2; }
 [ $# -eq 0 ] || { echo "$0: takes no arguments (settings: ALGORITHMS, SEEDS, TRAIN_ARGS, SPLITS, MODEL, BUDGET_S)" >&2; exit 2; }
 source benchmarks/gpu/setup.sh
-SETTINGS="$SETTINGS ALGORITHMS SEEDS TRAIN_ARGS SPLITS MODEL PARALLEL"
+SETTINGS="$SETTINGS ALGORITHMS SEEDS TRAIN_ARGS SPLITS MODEL PARALLEL REBUILD"
 script_command "$@"
 main() {
   local splits=${SPLITS:-runs/mid-splits} model=${MODEL:-}
@@ -30,6 +32,12 @@ main() {
       pids+=($!)
     done; done
     for p in "${pids[@]}"; do wait "$p" || FAILED+=("run $p"); done
+    if [ "${REBUILD:-0}" = 1 ] && [ -z "${MODEL:-}" ]; then
+      local again=/tmp/looprl-learning-mid/mid-model-again
+      step "${BUDGET_S:-570}" python3 -m looprl.warmstart "$again" --preset mid --device cuda --splits "$splits" >/dev/null \
+        && python3 benchmarks/gpu/record.py rebuild "$OUT/warmstart-mid-rebuild.json" "$model" "$again" \
+        || FAILED+=("rebuild")
+    fi
   else
     bench learning-mid-cuda "${BUDGET_S:-570}" learning --preset mid --device cuda --algorithms "${ALGORITHMS:-grpo}" \
       --seeds "${SEEDS:-42}" --workdir /tmp/looprl-learning-mid --train-args "${TRAIN_ARGS:-}" \

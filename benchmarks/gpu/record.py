@@ -13,6 +13,8 @@ usage: python3 benchmarks/gpu/record.py stamp FILE                   add `script
                                                                      rows, each with its command
        python3 benchmarks/gpu/record.py resume FILE CASE A B COMPARE COMMANDS   resume equality of runs A and B (looprl.compare
                                                                      --json output in COMPARE); prints a summary line
+       python3 benchmarks/gpu/record.py rebuild FILE FIRST SECOND    two warm starts of one command (model directories):
+                                                                     which files (sha256) and record fields are equal
 COMMANDS is a file of the command lines that made the runs, one a line."""
 import collections, json, os, shlex, signal, subprocess, sys, threading, time
 from pathlib import Path
@@ -74,6 +76,21 @@ def record_resume(path, case, a, b, compare, commands):
     print(case, "|", doc["compare"]["verdict"], "|", dict(status), "| grad_norm", [round(u["grad_norm"], 4) for u in ups],
           "| digests", [u["digest"][7:15] for u in ups], "| reward", [round(u["reward_mean"], 4) for u in ups], f"| wrote {path}")
 
+def rebuild(path, first, second):
+    import hashlib
+    def sha(f): return hashlib.sha256(f.read_bytes()).hexdigest()
+    a, b = (json.loads((Path(d) / "warmstart.json").read_text()) for d in (first, second))
+    files = sorted(f.name for f in Path(first).iterdir() if f.is_file() and f.name != "warmstart.json")
+    shas = {f: [sha(Path(first) / f), sha(Path(second) / f) if (Path(second) / f).is_file() else None] for f in files}
+    doc = stamped(dict(command=a["command"], first=a, second=b, files_sha256=shas,
+                       files_equal=all(x == y for x, y in shas.values()),
+                       fields_that_differ=sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k)),
+                       heldout_equal_but_eval_s=all(a["heldout"].get(k) == b["heldout"].get(k) for k in
+                                                    a["heldout"].keys() | b["heldout"].keys() if k != "eval_s")))
+    Path(path).write_text(json.dumps(doc, indent=1))
+    print(f"rebuild: files equal {doc['files_equal']}, held-out equal {doc['heldout_equal_but_eval_s']}, fields that "
+          f"differ {doc['fields_that_differ']} | wrote {path}")
+
 def stamp(path):
     p = Path(path); p.write_text(json.dumps(stamped(json.loads(p.read_text())), indent=1))
 
@@ -102,7 +119,8 @@ def rows(path, *parts):
     Path(path).write_text(json.dumps(stamped(out), indent=1))
 
 if __name__ == "__main__":
-    verbs = dict(stamp=(stamp, 1), beside=(beside, 2), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6), rows=(rows, None))
+    verbs = dict(stamp=(stamp, 1), beside=(beside, 2), json=(record_json, None), check=(record_check, None), run=(record_run, 3), resume=(record_resume, 6), rows=(rows, None),
+             rebuild=(rebuild, 3))
     if len(sys.argv) < 2 or sys.argv[1] not in verbs: sys.exit(__doc__)
     f, n = verbs[sys.argv[1]]
     args = sys.argv[2:]
