@@ -322,7 +322,7 @@ CASES = [
          "--exit-table {T}/exits.json: invalid JSON at line 1"),
     Case("plots-exit-table-not-a-table", "plots", lambda w: ["--exit-table", w.file("exits.json", "[1]"), "--out", w.out],
          "--exit-table {T}/exits.json: no 'result'"),
-    Case("plots-nothing-to-draw", "plots", lambda w: ["--out", w.out], "give run directories, or --exit-table FILE"),
+    Case("plots-nothing-to-draw", "plots", lambda w: ["--out", w.out], "give run directories, --exit-table FILE or --depth-reports FILE"),
     # make_tiny
     Case("make_tiny-unknown-family", "make_tiny", lambda w: [w.out, "--family", "llama"], "unknown model family 'llama'"),
     Case("make_tiny-no-family", "make_tiny", lambda w: [w.out], "--family is required"),
